@@ -1,0 +1,600 @@
+/* The typed buddy allocator (see buddy.h). Names follow mm/page_alloc.c:
+ * rmqueue, expand, the global pool, usemap, fallback order. */
+#include "config.h"
+#include "buddy.h"
+#include "region.h"
+
+#include <errno.h>
+#include <string.h>
+
+const int mb_fallback_order[MB_NTYPES][MB_NTYPES] = {
+	{ MB_KERNNORCLM, MB_KERNRCLM, MB_USERRCLM },
+	{ MB_KERNRCLM, MB_KERNNORCLM, MB_USERRCLM },
+	{ MB_USERRCLM, MB_KERNNORCLM, MB_KERNRCLM },
+};
+
+/* ---- usemap and global-pool bitmaps ---- */
+
+static void set_pb_type(struct mb_buddy *b, size_t pb, int type)
+{
+	uint64_t *w = &b->usemap[pb / 32];
+	unsigned shift = (pb % 32) * 2;
+	*w = (*w & ~((uint64_t)3 << shift)) | ((uint64_t)type << shift);
+}
+
+static int global_test(const struct mb_buddy *b, size_t pb)
+{
+	return (b->global_map[pb / 64] >> (pb % 64)) & 1;
+}
+
+static void global_set(struct mb_buddy *b, size_t pb)
+{
+	b->global_map[pb / 64] |= (uint64_t)1 << (pb % 64);
+}
+
+static void global_clear(struct mb_buddy *b, size_t pb)
+{
+	b->global_map[pb / 64] &= ~((uint64_t)1 << (pb % 64));
+}
+
+/* ---- free lists of page indices ---- */
+
+static void list_add(struct mb_buddy *b, struct mb_free_area *a, uint32_t idx, int at_tail)
+{
+	struct mb_page *p = &b->pages[idx];
+	if (a->head == MB_NIL) {
+		p->next = p->prev = MB_NIL;
+		a->head = a->tail = idx;
+	} else if (at_tail) {
+		p->next = MB_NIL;
+		p->prev = a->tail;
+		b->pages[a->tail].next = idx;
+		a->tail = idx;
+	} else {
+		p->prev = MB_NIL;
+		p->next = a->head;
+		b->pages[a->head].prev = idx;
+		a->head = idx;
+	}
+	a->nr_free++;
+}
+
+static void list_del(struct mb_buddy *b, struct mb_free_area *a, uint32_t idx)
+{
+	struct mb_page *p = &b->pages[idx];
+	if (p->prev != MB_NIL)
+		b->pages[p->prev].next = p->next;
+	else
+		a->head = p->next;
+	if (p->next != MB_NIL)
+		b->pages[p->next].prev = p->prev;
+	else
+		a->tail = p->prev;
+	p->next = p->prev = MB_NIL;
+	a->nr_free--;
+}
+
+/* Put a free block on its owner type's list (no merging). */
+static void add_free_block(struct mb_buddy *b, size_t idx, unsigned order, int type, int at_tail)
+{
+	struct mb_page *p = &b->pages[idx];
+	p->state = MB_PG_FREE;
+	p->order = (uint8_t)order;
+	list_add(b, &b->free_area[type][order], (uint32_t)idx, at_tail);
+}
+
+/* ---- the global pool ---- */
+
+static void dirty_unlink(struct mb_buddy *b, uint32_t pb)
+{
+	uint32_t n = b->pb_next[pb], p = b->pb_prev[pb];
+	if (p != MB_NIL)
+		b->pb_next[p] = n;
+	else
+		b->dirty_head = n;
+	if (n != MB_NIL)
+		b->pb_prev[n] = p;
+	else
+		b->dirty_tail = p;
+	b->pb_next[pb] = b->pb_prev[pb] = MB_NIL;
+	b->nr_dirty--;
+}
+
+static int pb_is_dirty(const struct mb_buddy *b, size_t pb)
+{
+	return b->pb_prev[pb] != MB_NIL || b->dirty_head == pb;
+}
+
+/* A whole pageblock comes back: it joins the global pool, resident. */
+static void global_refill(struct mb_buddy *b, size_t pb, int owner)
+{
+	size_t first = pb << b->pb_order;
+	b->pages[first].state = MB_PG_NONE;
+	set_pb_type(b, pb, MB_PB_GLOBAL);
+	global_set(b, pb);
+	b->nr_global++;
+	b->pb_owned[owner]--;
+	b->count.global_refills++;
+
+	/* Resident pages may still be dirty; queue it for release by age. */
+	b->pb_freed_at[pb] = b->clock;
+	b->pb_next[pb] = MB_NIL;
+	b->pb_prev[pb] = b->dirty_tail;
+	if (b->dirty_tail != MB_NIL)
+		b->pb_next[b->dirty_tail] = (uint32_t)pb;
+	else
+		b->dirty_head = (uint32_t)pb;
+	b->dirty_tail = (uint32_t)pb;
+	b->nr_dirty++;
+}
+
+/* Take pageblock pb out of the global pool and reserve it for type. */
+static void global_take(struct mb_buddy *b, size_t pb, int type)
+{
+	if (pb_is_dirty(b, pb))
+		dirty_unlink(b, (uint32_t)pb);
+	global_clear(b, pb);
+	b->nr_global--;
+	set_pb_type(b, pb, type);
+	b->pb_owned[type]++;
+	b->count.global_steals++;
+}
+
+/* The lowest global pageblock at or above `from` that is in the pool. */
+static long global_find_from(const struct mb_buddy *b, size_t from)
+{
+	size_t nwords = (b->nblocks + 63) / 64;
+	for (size_t w = from / 64; w < nwords; w++) {
+		uint64_t bits = b->global_map[w];
+		if (w == from / 64)
+			bits &= ~(uint64_t)0 << (from % 64);
+		if (bits) {
+			size_t pb = w * 64 + (size_t)__builtin_ctzll(bits);
+			return pb < b->nblocks ? (long)pb : -1;
+		}
+	}
+	return -1;
+}
+
+/* Pick a pageblock to steal: the most recently idled resident one (its pages
+ * are still mapped, so no faults), else the lowest clean one (keeps the heap
+ * compact). */
+static long global_pick(struct mb_buddy *b)
+{
+	if (b->nr_global == 0)
+		return -1;
+	if (b->dirty_tail != MB_NIL)
+		return b->dirty_tail;
+	for (;;) {
+		long pb = global_find_from(b, b->clean_hint);
+		if (pb < 0) {
+			if (b->clean_hint == 0)
+				return -1;
+			b->clean_hint = 0; /* hint was stale; rescan once */
+			continue;
+		}
+		b->clean_hint = (size_t)pb;
+		return pb;
+	}
+}
+
+/* First fit for n contiguous global pageblocks. */
+static long global_find_run(const struct mb_buddy *b, size_t n)
+{
+	size_t start = 0;
+	for (;;) {
+		long s = global_find_from(b, start);
+		if (s < 0)
+			return -1;
+		size_t len = 0;
+		while ((size_t)s + len < b->nblocks && len < n && global_test(b, (size_t)s + len))
+			len++;
+		if (len == n)
+			return s;
+		start = (size_t)s + len;
+	}
+}
+
+/* ---- split, merge, and the page-state bookkeeping ---- */
+
+/* Split the order-`high` block at idx down to `low`, returning upper halves
+ * to the owner type's lists: expand() in mm/page_alloc.c. */
+static void expand(struct mb_buddy *b, size_t idx, unsigned low, unsigned high, int owner)
+{
+	while (high > low) {
+		high--;
+		add_free_block(b, idx + ((size_t)1 << high), high, owner, 0);
+	}
+}
+
+/* Free one aligned block, merging with free buddies inside its pageblock.
+ * A block that grows to pageblock size goes back to the global pool. */
+static void free_block(struct mb_buddy *b, size_t idx, unsigned order)
+{
+	size_t pb = idx >> b->pb_order;
+	int owner = mb_buddy_pb_type(b, pb);
+	while (order < b->pb_order) {
+		size_t buddy = idx ^ ((size_t)1 << order);
+		struct mb_page *bp = &b->pages[buddy];
+		if (bp->state != MB_PG_FREE || bp->order != order)
+			break;
+		list_del(b, &b->free_area[owner][order], (uint32_t)buddy);
+		bp->state = MB_PG_NONE;
+		b->pages[idx].state = MB_PG_NONE;
+		idx &= buddy;
+		order++;
+	}
+	if (order == b->pb_order) {
+		global_refill(b, pb, owner);
+		return;
+	}
+	/* The kernel's heuristic: if the next-order buddy is free, this block
+	 * may merge soon, so hand out others first. */
+	int to_tail = 0;
+	if (order + 1 < b->pb_order) {
+		size_t higher = (idx & ~((size_t)1 << order)) ^ ((size_t)1 << (order + 1));
+		to_tail = b->pages[higher].state == MB_PG_FREE && b->pages[higher].order == order + 1;
+	}
+	add_free_block(b, idx, order, owner, to_tail);
+}
+
+/* Largest order k with idx aligned to 2^k and idx + 2^k <= end, capped at
+ * the pageblock order: the greedy decomposition of a range into blocks. */
+static unsigned range_block_order(const struct mb_buddy *b, size_t idx, size_t end)
+{
+	unsigned k = idx ? (unsigned)__builtin_ctzll(idx) : b->pb_order;
+	if (k > b->pb_order)
+		k = b->pb_order;
+	while (idx + ((size_t)1 << k) > end)
+		k--;
+	return k;
+}
+
+/* Free pages [idx, end): each aligned piece is freed with merging. */
+static void free_range(struct mb_buddy *b, size_t idx, size_t end)
+{
+	while (idx < end) {
+		unsigned k = range_block_order(b, idx, end);
+		b->pages[idx].state = MB_PG_NONE;
+		free_block(b, idx, k);
+		idx += (size_t)1 << k;
+	}
+}
+
+/* Give back [idx, end) of a block just taken off a list: no piece can merge,
+ * since every piece's buddy overlaps the part being kept. */
+static void trim_range(struct mb_buddy *b, size_t idx, size_t end, int owner)
+{
+	while (idx < end) {
+		unsigned k = range_block_order(b, idx, end);
+		add_free_block(b, idx, k, owner, 0);
+		idx += (size_t)1 << k;
+	}
+}
+
+/* Mark [idx, idx+n) allocated; returns 1 when every page was still zero. */
+static int claim_pages(struct mb_buddy *b, size_t idx, size_t n)
+{
+	int zero = 1;
+	for (size_t i = idx; i < idx + n; i++) {
+		struct mb_page *p = &b->pages[i];
+		zero &= !(p->flags & MB_PGF_DIRTY);
+		p->flags |= MB_PGF_DIRTY;
+		p->state = MB_PG_TAIL;
+	}
+	return zero;
+}
+
+static void account_pages(struct mb_buddy *b, size_t idx, size_t n, int sign)
+{
+	while (n) {
+		size_t pb = idx >> b->pb_order;
+		size_t room = ((pb + 1) << b->pb_order) - idx;
+		size_t take = n < room ? n : room;
+		if (sign > 0)
+			b->pb_used[pb] += (uint32_t)take;
+		else
+			b->pb_used[pb] -= (uint32_t)take;
+		idx += take;
+		n -= take;
+	}
+}
+
+static void set_head(struct mb_buddy *b, size_t idx, size_t npages, int type)
+{
+	struct mb_page *h = &b->pages[idx];
+	h->state = MB_PG_ALLOC;
+	h->npages = (uint32_t)npages;
+	h->type = (uint8_t)type;
+}
+
+/* ---- allocation ---- */
+
+/* __rmqueue of the patch: the type's own lists, then one whole pageblock
+ * from the global pool, then the other types' lists in fallback order. */
+static long rmqueue(struct mb_buddy *b, unsigned order, int type)
+{
+	for (int i = 0; i < MB_NTYPES; i++) {
+		int t = mb_fallback_order[type][i];
+		for (unsigned o = order; o < b->pb_order; o++) {
+			struct mb_free_area *a = &b->free_area[t][o];
+			if (a->head == MB_NIL)
+				continue;
+			uint32_t idx = a->head;
+			list_del(b, a, idx);
+			b->pages[idx].state = MB_PG_NONE;
+			expand(b, idx, order, o, t);
+			if (i > 0)
+				b->count.fallbacks[type]++;
+			return idx;
+		}
+		if (i == 0) {
+			long pb = global_pick(b);
+			if (pb >= 0) {
+				global_take(b, (size_t)pb, type);
+				size_t idx = (size_t)pb << b->pb_order;
+				expand(b, idx, order, b->pb_order, type);
+				return (long)idx;
+			}
+		}
+	}
+	return -1;
+}
+
+static long alloc_run(struct mb_buddy *b, size_t npages, int type, int *zeroed)
+{
+	size_t n = (npages + b->pb_pages - 1) >> b->pb_order;
+	long first = global_find_run(b, n);
+	if (first < 0)
+		return -1;
+	for (size_t pb = (size_t)first; pb < (size_t)first + n; pb++)
+		global_take(b, pb, type);
+	size_t idx = (size_t)first << b->pb_order;
+	*zeroed = claim_pages(b, idx, npages);
+	trim_range(b, idx + npages, idx + (n << b->pb_order), type);
+	return (long)idx;
+}
+
+static unsigned order_for(size_t npages)
+{
+	return npages <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(npages - 1);
+}
+
+long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
+{
+	int zero_dummy;
+	if (!zeroed)
+		zeroed = &zero_dummy;
+	*zeroed = 0;
+	if (npages == 0 || (unsigned)type >= MB_NTYPES || npages > b->npages)
+		return -1;
+	b->count.allocs[type]++;
+
+	long idx;
+	if (npages > b->pb_pages) {
+		idx = alloc_run(b, npages, type, zeroed);
+	} else {
+		unsigned order = order_for(npages);
+		idx = rmqueue(b, order, type);
+		if (idx >= 0) {
+			size_t owner = (size_t)mb_buddy_pb_type(b, (size_t)idx >> b->pb_order);
+			*zeroed = claim_pages(b, (size_t)idx, npages);
+			trim_range(b, (size_t)idx + npages, (size_t)idx + ((size_t)1 << order), (int)owner);
+		}
+	}
+	if (idx < 0) {
+		b->count.failures[type]++;
+		return -1;
+	}
+	set_head(b, (size_t)idx, npages, type);
+	account_pages(b, (size_t)idx, npages, +1);
+	b->pages_allocated += npages;
+	return idx;
+}
+
+size_t mb_buddy_free(struct mb_buddy *b, size_t idx)
+{
+	size_t n = b->pages[idx].npages;
+	account_pages(b, idx, n, -1);
+	b->pages_allocated -= n;
+	for (size_t i = idx; i < idx + n; i++)
+		b->pages[i].state = MB_PG_NONE;
+	free_range(b, idx, idx + n);
+	return n;
+}
+
+/* ---- in-place resize ---- */
+
+/* The free block that contains page i, or -1. */
+static long free_block_containing(const struct mb_buddy *b, size_t i, unsigned *order)
+{
+	for (unsigned o = 0; o < b->pb_order; o++) {
+		size_t h = i & ~(((size_t)1 << o) - 1);
+		const struct mb_page *p = &b->pages[h];
+		if (p->state == MB_PG_FREE && p->order >= o && h + ((size_t)1 << p->order) > i) {
+			*order = p->order;
+			return (long)h;
+		}
+	}
+	return -1;
+}
+
+/* Claim the free pages [start, end) inside one pageblock. */
+static int claim_free_range(struct mb_buddy *b, size_t start, size_t end)
+{
+	unsigned o;
+	for (size_t i = start; i < end;) {
+		long h = free_block_containing(b, i, &o);
+		if (h < 0)
+			return -1;
+		i = (size_t)h + ((size_t)1 << o);
+	}
+	int owner = mb_buddy_pb_type(b, start >> b->pb_order);
+	for (size_t i = start; i < end;) {
+		long h = free_block_containing(b, i, &o);
+		size_t hend = (size_t)h + ((size_t)1 << o);
+		list_del(b, &b->free_area[owner][o], (uint32_t)h);
+		b->pages[h].state = MB_PG_NONE;
+		trim_range(b, (size_t)h, start > (size_t)h ? start : (size_t)h, owner);
+		trim_range(b, end < hend ? end : hend, hend, owner);
+		i = hend;
+	}
+	claim_pages(b, start, end - start);
+	return 0;
+}
+
+int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages)
+{
+	struct mb_page *h = &b->pages[idx];
+	size_t old = h->npages;
+	if (new_npages == 0)
+		return -1;
+	if (new_npages == old)
+		return 0;
+	if (new_npages < old) {
+		size_t end = idx + old;
+		account_pages(b, idx + new_npages, old - new_npages, -1);
+		b->pages_allocated -= old - new_npages;
+		for (size_t i = idx + new_npages; i < end; i++)
+			b->pages[i].state = MB_PG_NONE;
+		h->npages = (uint32_t)new_npages;
+		free_range(b, idx + new_npages, end);
+		return 0;
+	}
+	/* Grow: the new pages must be free, in the same pageblock, or whole
+	 * global pageblocks that follow. */
+	size_t start = idx + old, end = idx + new_npages;
+	if (end > b->npages)
+		return -1;
+	size_t pb_end = ((start - 1) >> b->pb_order) + 1; /* first pb after the allocation's last page */
+	size_t in_pb_end = pb_end << b->pb_order;
+	if (end <= in_pb_end) {
+		if (claim_free_range(b, start, end) < 0)
+			return -1;
+	} else {
+		/* Spans further pageblocks: they must all be global. The part
+		 * still in the current pageblock must be free too. */
+		size_t last_pb = (end - 1) >> b->pb_order;
+		for (size_t pb = pb_end; pb <= last_pb; pb++)
+			if (!global_test(b, pb))
+				return -1;
+		if (start < in_pb_end) {
+			unsigned o;
+			for (size_t i = start; i < in_pb_end;) {
+				long fh = free_block_containing(b, i, &o);
+				if (fh < 0)
+					return -1;
+				i = (size_t)fh + ((size_t)1 << o);
+			}
+			claim_free_range(b, start, in_pb_end);
+		}
+		int type = h->type;
+		for (size_t pb = pb_end; pb <= last_pb; pb++)
+			global_take(b, pb, type);
+		claim_pages(b, in_pb_end, end - in_pb_end);
+		trim_range(b, end, (last_pb + 1) << b->pb_order, type);
+	}
+	account_pages(b, start, end - start, +1);
+	b->pages_allocated += end - start;
+	h->npages = (uint32_t)new_npages;
+	h->state = MB_PG_ALLOC;
+	return 0;
+}
+
+/* ---- memory return ---- */
+
+size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max)
+{
+	size_t done = 0;
+	while (done < max && b->dirty_head != MB_NIL) {
+		uint32_t pb = b->dirty_head;
+		if (b->pb_freed_at[pb] > idle_since)
+			break;
+		size_t first = (size_t)pb << b->pb_order;
+		if (b->release && b->release(mb_buddy_page_addr(b, first), b->pb_pages << MB_PAGE_SHIFT) != 0) {
+			b->count.release_failures++;
+			break; /* it stays resident and queued; try again later */
+		}
+		dirty_unlink(b, pb);
+		for (size_t i = first; i < first + b->pb_pages; i++)
+			b->pages[i].flags &= (uint8_t)~MB_PGF_DIRTY;
+		if ((size_t)pb < b->clean_hint)
+			b->clean_hint = pb;
+		b->count.released_pageblocks++;
+		done++;
+	}
+	return done;
+}
+
+/* ---- set-up ---- */
+
+int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_order)
+{
+	memset(b, 0, sizeof(*b));
+	if (max_order < MB_MAX_ORDER_MIN || max_order > MB_MAX_ORDER_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	b->max_order = max_order;
+	b->pb_order = max_order - 1;
+	b->pb_pages = (size_t)1 << b->pb_order;
+	size_t pb_bytes = b->pb_pages << MB_PAGE_SHIFT;
+	if (((uintptr_t)base & (pb_bytes - 1)) || size < pb_bytes || (size & (pb_bytes - 1))) {
+		errno = EINVAL;
+		return -1;
+	}
+	b->base = (uintptr_t)base;
+	b->npages = size >> MB_PAGE_SHIFT;
+	b->nblocks = b->npages >> b->pb_order;
+	if (b->npages > MB_NIL) {
+		errno = EINVAL;
+		return -1;
+	}
+
+	/* One reservation for every metadata array; untouched parts cost no
+	 * memory, so the page array is sized for the whole region. */
+	size_t words = (b->nblocks + 63) / 64;
+	size_t sz_pages = b->npages * sizeof(struct mb_page);
+	size_t sz_use = ((b->nblocks + 31) / 32) * sizeof(uint64_t);
+	size_t sz_glob = words * sizeof(uint64_t);
+	size_t sz_used = b->nblocks * sizeof(uint32_t);
+	size_t sz_links = b->nblocks * sizeof(uint32_t);
+	size_t sz_time = b->nblocks * sizeof(uint64_t);
+	size_t total = sz_pages + sz_use + sz_glob + sz_used + 2 * sz_links + sz_time + 64 * 8;
+	total = (total + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1);
+	char *m = mb_os_reserve(total, MB_PAGE_SIZE);
+	if (!m) {
+		errno = ENOMEM;
+		return -1;
+	}
+	b->meta_base = m;
+	b->meta_bytes = total;
+	b->pages = (struct mb_page *)m;                m += sz_pages;
+	b->usemap = (uint64_t *)m;                     m += (sz_use + 63) & ~(size_t)63;
+	b->global_map = (uint64_t *)m;                 m += (sz_glob + 63) & ~(size_t)63;
+	b->pb_used = (uint32_t *)m;                    m += (sz_used + 63) & ~(size_t)63;
+	b->pb_next = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
+	b->pb_prev = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
+	b->pb_freed_at = (uint64_t *)m;
+
+	for (int t = 0; t < MB_NTYPES; t++)
+		for (unsigned o = 0; o < MB_MAX_ORDER_MAX; o++)
+			b->free_area[t][o].head = b->free_area[t][o].tail = MB_NIL;
+	/* Every pageblock starts in the global pool, clean (never touched). */
+	for (size_t pb = 0; pb < b->nblocks; pb++) {
+		set_pb_type(b, pb, MB_PB_GLOBAL);
+		global_set(b, pb);
+		b->pb_next[pb] = b->pb_prev[pb] = MB_NIL;
+	}
+	b->nr_global = b->nblocks;
+	b->dirty_head = b->dirty_tail = MB_NIL;
+	b->release = mb_os_release;
+	return 0;
+}
+
+void mb_buddy_destroy(struct mb_buddy *b)
+{
+	if (b->meta_base)
+		mb_os_unreserve(b->meta_base, b->meta_bytes);
+	memset(b, 0, sizeof(*b));
+}

@@ -1,0 +1,170 @@
+/* Layer 2: the typed buddy allocator of Mel Gorman's 2005 patch, over the
+ * 4 KiB pages of one reserved region.
+ *
+ * Three free-list arrays [type][order] for orders below the pageblock order,
+ * a global pool of whole pageblocks (2^(MAX_ORDER-1) pages), a 2-bit usemap
+ * that records which type owns each pageblock, and the patch's fallback
+ * order. All metadata lives outside the region, like the kernel's struct
+ * page array. The core knows nothing of malloc, threads or locking: callers
+ * serialise access. */
+#ifndef MB_BUDDY_H
+#define MB_BUDDY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reclaim_type.h"
+
+#define MB_PAGE_SHIFT 12
+#define MB_PAGE_SIZE ((size_t)1 << MB_PAGE_SHIFT)
+
+/* MAX_ORDER as in the patch: orders 0 .. MAX_ORDER-1; the largest block,
+ * order MAX_ORDER-1, is the pageblock. */
+#define MB_MAX_ORDER_DEFAULT 11
+#define MB_MAX_ORDER_MIN 6  /* pageblock of 128 KiB: room for every slab */
+#define MB_MAX_ORDER_MAX 16 /* pageblock of 128 MiB */
+
+#define MB_NIL UINT32_MAX
+
+/* Usemap value of a pageblock in the global pool (the 4th 2-bit value). */
+#define MB_PB_GLOBAL 3
+
+enum mb_page_state {
+	MB_PG_NONE = 0,  /* inside a block, or never used */
+	MB_PG_FREE = 1,  /* head of a free block on a type's list */
+	MB_PG_ALLOC = 2, /* first page of an allocation */
+	MB_PG_TAIL = 3,  /* a later page of an allocation */
+};
+
+#define MB_PGF_DIRTY 0x1 /* written since the kernel last gave it to us zeroed */
+
+/* One per page of the region, 32 bytes. */
+struct mb_page {
+	uint32_t next, prev; /* free-list links (free heads) */
+	uint8_t order;       /* block order (free heads) */
+	uint8_t state;       /* enum mb_page_state */
+	uint8_t flags;       /* MB_PGF_* */
+	uint8_t type;        /* type the allocation asked for (alloc heads) */
+	uint32_t npages;     /* allocation length in pages (alloc heads) */
+	/* The fields below belong to the layer above; the buddy never reads
+	 * them. Kept here so one lookup answers "what is this address". */
+	uint8_t kind;
+	uint8_t sclass;
+	uint16_t user16;
+	uint32_t user32;
+	union {
+		void *ptr;
+		uint64_t u64;
+	} user;
+};
+
+struct mb_free_area {
+	uint32_t head, tail;
+	uint64_t nr_free;
+};
+
+/* The patch's bean counters, plus the ones a process heap needs. */
+struct mb_buddy_counters {
+	uint64_t global_steals;       /* pageblocks taken from the global pool */
+	uint64_t global_refills;      /* pageblocks returned to the global pool */
+	uint64_t allocs[MB_NTYPES];   /* buddy allocations requested per type */
+	uint64_t fallbacks[MB_NTYPES];/* served from another type's lists */
+	uint64_t failures[MB_NTYPES]; /* requests that found no memory */
+	uint64_t released_pageblocks; /* pageblocks handed back to the kernel */
+	uint64_t release_failures;    /* madvise calls that failed */
+};
+
+struct mb_buddy {
+	uintptr_t base;
+	size_t npages;
+	size_t nblocks;       /* pageblocks in the region */
+	unsigned max_order;   /* MAX_ORDER */
+	unsigned pb_order;    /* MAX_ORDER - 1 */
+	size_t pb_pages;
+
+	struct mb_page *pages; /* npages entries */
+	uint64_t *usemap;      /* 2 bits per pageblock */
+	uint64_t *global_map;  /* 1 bit per pageblock: in the global pool */
+	uint32_t *pb_used;     /* pages allocated in each pageblock */
+
+	/* Resident ("dirty") pageblocks of the global pool, oldest first, so
+	 * memory goes back to the kernel in the order it fell idle. */
+	uint32_t *pb_next, *pb_prev;
+	uint64_t *pb_freed_at;
+	uint32_t dirty_head, dirty_tail;
+	size_t nr_dirty;
+	size_t clean_hint; /* no clean global pageblock below this index */
+
+	struct mb_free_area free_area[MB_NTYPES][MB_MAX_ORDER_MAX];
+	size_t nr_global;
+	size_t pb_owned[MB_NTYPES];
+	size_t pages_allocated;
+	struct mb_buddy_counters count;
+
+	uint64_t clock; /* caller's clock, stamped on pageblocks as they idle */
+	int (*release)(void *addr, size_t len);
+
+	size_t meta_bytes; /* size of the metadata reservation */
+	void *meta_base;
+};
+
+/* The patch's fallback_allocs table. */
+extern const int mb_fallback_order[MB_NTYPES][MB_NTYPES];
+
+/* Set up the buddy over [base, base+size); base must be aligned to the
+ * pageblock size and size a multiple of it. Metadata comes from its own
+ * reservation. Returns 0, or -1 with errno set. */
+int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_order);
+void mb_buddy_destroy(struct mb_buddy *b);
+
+/* Allocate exactly npages pages of the given type. A request of 2^k pages is
+ * one order-k block; other sizes take the next order and give the tail back.
+ * More than a pageblock takes a run of whole global pageblocks. Returns the
+ * first page index, or -1. *zeroed (may be NULL) is set when every page is
+ * known to read as zero. */
+long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed);
+
+/* Free the allocation whose first page is idx (state MB_PG_ALLOC; the caller
+ * validates). Returns its length in pages. */
+size_t mb_buddy_free(struct mb_buddy *b, size_t idx);
+
+/* Change an allocation's length in place: shrinking always works, growing
+ * works when the following pages are free. Returns 0 on success, -1 when
+ * the allocation was left unchanged. */
+int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages);
+
+/* Hand idle global pageblocks back to the kernel, oldest first: those idle
+ * since at or before `idle_since` on the caller's clock, at most `max`.
+ * Returns how many were released. */
+size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max);
+
+/* Consistency checker: returns 0, or -1 with a description in err. */
+int mb_buddy_check(const struct mb_buddy *b, char *err, size_t errlen);
+
+static inline int mb_buddy_pb_type(const struct mb_buddy *b, size_t pb)
+{
+	return (int)((b->usemap[pb / 32] >> ((pb % 32) * 2)) & 3);
+}
+
+static inline size_t mb_buddy_page_index(const struct mb_buddy *b, const void *p)
+{
+	return ((uintptr_t)p - b->base) >> MB_PAGE_SHIFT;
+}
+
+static inline void *mb_buddy_page_addr(const struct mb_buddy *b, size_t idx)
+{
+	return (void *)(b->base + (idx << MB_PAGE_SHIFT));
+}
+
+static inline int mb_buddy_contains(const struct mb_buddy *b, const void *p)
+{
+	return (uintptr_t)p - b->base < (b->npages << MB_PAGE_SHIFT);
+}
+
+/* Free-block counts for the kernel's fragmentation indices (see stats). */
+static inline uint64_t mb_buddy_nr_free(const struct mb_buddy *b, int type, unsigned order)
+{
+	return b->free_area[type][order].nr_free;
+}
+
+#endif

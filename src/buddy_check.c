@@ -1,0 +1,181 @@
+/* Consistency checker for the typed buddy: verifies every invariant the
+ * allocator relies on. O(pages) - for tests and debug builds. */
+#include "config.h"
+#include "buddy.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	if (err && len)
+		vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int check_lists(const struct mb_buddy *b, char *err, size_t len)
+{
+	for (int t = 0; t < MB_NTYPES; t++) {
+		for (unsigned o = 0; o < MB_MAX_ORDER_MAX; o++) {
+			const struct mb_free_area *a = &b->free_area[t][o];
+			if (o >= b->pb_order) {
+				if (a->head != MB_NIL || a->nr_free)
+					return fail(err, len, "list %s/%u above the pageblock order is not empty",
+						    mb_type_names[t], o);
+				continue;
+			}
+			uint64_t n = 0;
+			uint32_t prev = MB_NIL;
+			for (uint32_t i = a->head; i != MB_NIL; i = b->pages[i].next) {
+				const struct mb_page *p = &b->pages[i];
+				if (++n > b->npages)
+					return fail(err, len, "list %s/%u loops", mb_type_names[t], o);
+				if (p->prev != prev)
+					return fail(err, len, "page %u: prev link %u, expected %u", i, p->prev, prev);
+				if (p->state != MB_PG_FREE || p->order != o)
+					return fail(err, len, "page %u on list %s/%u has state %u order %u",
+						    i, mb_type_names[t], o, p->state, p->order);
+				if (i & ((1u << o) - 1))
+					return fail(err, len, "free block %u misaligned for order %u", i, o);
+				if (mb_buddy_pb_type(b, i >> b->pb_order) != t)
+					return fail(err, len, "free block %u on %s list lies in a %d pageblock",
+						    i, mb_type_names[t], mb_buddy_pb_type(b, i >> b->pb_order));
+				prev = i;
+			}
+			if (prev != a->tail)
+				return fail(err, len, "list %s/%u tail %u, expected %u", mb_type_names[t], o, a->tail, prev);
+			if (n != a->nr_free)
+				return fail(err, len, "list %s/%u holds %llu blocks, nr_free says %llu",
+					    mb_type_names[t], o, (unsigned long long)n, (unsigned long long)a->nr_free);
+		}
+	}
+	return 0;
+}
+
+/* Walk one pageblock that is owned by a type. *run carries the pages of an
+ * allocation that continues from the previous pageblock. */
+static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
+			   uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX], char *err, size_t len)
+{
+	int type = mb_buddy_pb_type(b, pb);
+	size_t i = pb << b->pb_order, end = i + b->pb_pages, used = 0;
+	if (*run) {
+		size_t take = *run < b->pb_pages ? *run : b->pb_pages;
+		for (size_t j = i; j < i + take; j++)
+			if (b->pages[j].state != MB_PG_TAIL)
+				return fail(err, len, "page %zu inside a multi-pageblock allocation has state %u",
+					    j, b->pages[j].state);
+		used += take;
+		i += take;
+		*run -= take;
+	}
+	while (i < end) {
+		const struct mb_page *p = &b->pages[i];
+		if (p->state == MB_PG_FREE) {
+			unsigned o = p->order;
+			size_t n = (size_t)1 << o;
+			if (o >= b->pb_order || (i & (n - 1)) || i + n > end)
+				return fail(err, len, "free block %zu of order %u does not fit its pageblock", i, o);
+			size_t buddy = i ^ n;
+			if (b->pages[buddy].state == MB_PG_FREE && b->pages[buddy].order == o)
+				return fail(err, len, "free buddies %zu and %zu of order %u are not merged", i, buddy, o);
+			for (size_t j = i + 1; j < i + n; j++)
+				if (b->pages[j].state != MB_PG_NONE)
+					return fail(err, len, "page %zu inside free block %zu has state %u",
+						    j, i, b->pages[j].state);
+			nfree[type][o]++;
+			i += n;
+		} else if (p->state == MB_PG_ALLOC) {
+			size_t n = p->npages;
+			if (n == 0 || p->type >= MB_NTYPES)
+				return fail(err, len, "allocation at page %zu has length %zu type %u", i, n, p->type);
+			size_t here = n < end - i ? n : end - i;
+			for (size_t j = i + 1; j < i + here; j++)
+				if (b->pages[j].state != MB_PG_TAIL)
+					return fail(err, len, "page %zu inside allocation %zu has state %u",
+						    j, i, b->pages[j].state);
+			if (!(p->flags & MB_PGF_DIRTY))
+				return fail(err, len, "allocated page %zu is not marked dirty", i);
+			*run = n - here;
+			used += here;
+			i += here;
+		} else {
+			return fail(err, len, "page %zu in %s pageblock %zu is neither free nor allocated (state %u)",
+				    i, mb_type_names[type], pb, p->state);
+		}
+	}
+	if (used != b->pb_used[pb])
+		return fail(err, len, "pageblock %zu has %zu pages in use, pb_used says %u", pb, used, b->pb_used[pb]);
+	return 0;
+}
+
+int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
+{
+	uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX];
+	size_t owned[MB_NTYPES] = { 0 }, nglobal = 0, allocated = 0, run = 0;
+
+	if (check_lists(b, err, len))
+		return -1;
+	for (int t = 0; t < MB_NTYPES; t++)
+		for (unsigned o = 0; o < MB_MAX_ORDER_MAX; o++)
+			nfree[t][o] = 0;
+
+	for (size_t pb = 0; pb < b->nblocks; pb++) {
+		int type = mb_buddy_pb_type(b, pb);
+		int in_global = (b->global_map[pb / 64] >> (pb % 64)) & 1;
+		if (in_global != (type == MB_PB_GLOBAL))
+			return fail(err, len, "pageblock %zu: usemap %d but global bit %d", pb, type, in_global);
+		if (in_global) {
+			if (run)
+				return fail(err, len, "allocation runs into global pageblock %zu", pb);
+			if (b->pb_used[pb])
+				return fail(err, len, "global pageblock %zu has %u pages in use", pb, b->pb_used[pb]);
+			nglobal++;
+			continue;
+		}
+		owned[type]++;
+		if (check_pageblock(b, pb, &run, nfree, err, len))
+			return -1;
+		allocated += b->pb_used[pb];
+	}
+	if (run)
+		return fail(err, len, "an allocation runs past the end of the region");
+
+	for (int t = 0; t < MB_NTYPES; t++) {
+		for (unsigned o = 0; o < b->pb_order; o++)
+			if (nfree[t][o] != b->free_area[t][o].nr_free)
+				return fail(err, len, "%s order %u: %llu free blocks in the pages, %llu on the list",
+					    mb_type_names[t], o, (unsigned long long)nfree[t][o],
+					    (unsigned long long)b->free_area[t][o].nr_free);
+		if (owned[t] != b->pb_owned[t])
+			return fail(err, len, "%s owns %zu pageblocks, counter says %zu", mb_type_names[t], owned[t], b->pb_owned[t]);
+	}
+	if (nglobal != b->nr_global)
+		return fail(err, len, "%zu pageblocks in the global pool, counter says %zu", nglobal, b->nr_global);
+	if (allocated != b->pages_allocated)
+		return fail(err, len, "%zu pages allocated, counter says %zu", allocated, b->pages_allocated);
+	if (b->count.global_steals - b->count.global_refills != b->nblocks - b->nr_global)
+		return fail(err, len, "steals %llu - refills %llu != pageblocks out of the pool %zu",
+			    (unsigned long long)b->count.global_steals, (unsigned long long)b->count.global_refills,
+			    b->nblocks - b->nr_global);
+
+	size_t ndirty = 0;
+	uint32_t prev = MB_NIL;
+	for (uint32_t pb = b->dirty_head; pb != MB_NIL; pb = b->pb_next[pb]) {
+		if (++ndirty > b->nblocks)
+			return fail(err, len, "dirty list loops");
+		if (mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL)
+			return fail(err, len, "dirty pageblock %u is not in the global pool", pb);
+		if (b->pb_prev[pb] != prev)
+			return fail(err, len, "dirty pageblock %u: prev link broken", pb);
+		if (prev != MB_NIL && b->pb_freed_at[prev] > b->pb_freed_at[pb])
+			return fail(err, len, "dirty list out of age order at pageblock %u", pb);
+		prev = pb;
+	}
+	if (prev != b->dirty_tail || ndirty != b->nr_dirty)
+		return fail(err, len, "dirty list holds %zu pageblocks, counter says %zu", ndirty, b->nr_dirty);
+	return 0;
+}

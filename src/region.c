@@ -1,0 +1,85 @@
+#include "config.h"
+#include "region.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+
+static _Atomic long fault_after[MB_FAULT_KINDS];
+static _Atomic long fault_count[MB_FAULT_KINDS];
+static _Atomic unsigned long fault_hits[MB_FAULT_KINDS];
+
+void mb_os_inject_fault(int kind, long after, long count)
+{
+	atomic_store(&fault_after[kind], after);
+	atomic_store(&fault_count[kind], count);
+}
+
+unsigned long mb_os_faults_injected(int kind)
+{
+	return atomic_load(&fault_hits[kind]);
+}
+
+/* True when this call must fail. Cheap when no fault is armed. */
+static int fault_now(int kind)
+{
+	if (atomic_load_explicit(&fault_count[kind], memory_order_relaxed) <= 0)
+		return 0;
+	if (atomic_fetch_sub(&fault_after[kind], 1) > 0)
+		return 0;
+	if (atomic_fetch_sub(&fault_count[kind], 1) <= 0)
+		return 0;
+	atomic_fetch_add(&fault_hits[kind], 1);
+	return 1;
+}
+
+void *mb_os_reserve(size_t size, size_t align)
+{
+	if (fault_now(MB_FAULT_RESERVE)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* Over-reserve, then trim both ends to reach the alignment. */
+	size_t span = size + align;
+	if (span < size)
+		return NULL;
+	char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+	size_t head = start - (uintptr_t)p;
+	size_t tail = span - head - size;
+	if (head)
+		munmap(p, head);
+	if (tail)
+		munmap((char *)start + size, tail);
+	return (void *)start;
+}
+
+void mb_os_unreserve(void *p, size_t size)
+{
+	munmap(p, size);
+}
+
+int mb_os_release(void *p, size_t size)
+{
+	if (fault_now(MB_FAULT_RELEASE))
+		return -1;
+	/* MADV_DONTNEED on private anonymous memory frees the pages now and
+	 * guarantees zero-fill on the next touch, which calloc relies on. */
+	return madvise(p, size, MADV_DONTNEED);
+}
+
+void *mb_os_reserve_region(size_t want, size_t min, size_t align, size_t *got)
+{
+	for (size_t sz = want & ~(align - 1); sz >= min && sz >= align; sz = (sz / 2) & ~(align - 1)) {
+		void *p = mb_os_reserve(sz, align);
+		if (p) {
+			*got = sz;
+			return p;
+		}
+	}
+	*got = 0;
+	return NULL;
+}

@@ -1,0 +1,29 @@
+/* Layer 1: the operating system. Reserves the heap region and the
+ * out-of-band metadata mappings, and hands pages back to the kernel. */
+#ifndef MB_REGION_H
+#define MB_REGION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reserve `size` bytes of address space aligned to `align` (a power of two),
+ * MAP_NORESERVE, nothing touched. Returns NULL on failure. */
+void *mb_os_reserve(size_t size, size_t align);
+/* Return a reservation (tests only; the heap lives as long as the process). */
+void mb_os_unreserve(void *p, size_t size);
+/* Give the pages back to the kernel; they read as zero when next touched.
+ * Returns 0 on success. */
+int mb_os_release(void *p, size_t size);
+
+/* Reserve the largest region not above `want` bytes, halving on failure
+ * down to `min`. Sizes are rounded down to multiples of `align`.
+ * Returns the base and writes the size obtained to *got. */
+void *mb_os_reserve_region(size_t want, size_t min, size_t align, size_t *got);
+
+/* Fault injection for tests: the next `after` calls succeed, then `count`
+ * calls of that kind fail. Kinds: 0 = reserve (mmap), 1 = release (madvise). */
+enum { MB_FAULT_RESERVE = 0, MB_FAULT_RELEASE = 1, MB_FAULT_KINDS = 2 };
+void mb_os_inject_fault(int kind, long after, long count);
+unsigned long mb_os_faults_injected(int kind);
+
+#endif

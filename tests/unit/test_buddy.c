@@ -1,0 +1,378 @@
+/* Unit tests of the typed buddy core, with the consistency checker run after
+ * every operation. */
+#include "config.h"
+#include "testutil.h"
+
+#include <string.h>
+
+static struct mb_buddy B;
+
+static long alloc_ok(struct mb_buddy *b, size_t n, int type)
+{
+	long idx = mb_buddy_alloc(b, n, type, NULL);
+	CHECK(idx >= 0);
+	CHECK_BUDDY(b);
+	CHECK(b->pages[idx].state == MB_PG_ALLOC && b->pages[idx].npages == n);
+	return idx;
+}
+
+static void free_ok(struct mb_buddy *b, long idx)
+{
+	mb_buddy_free(b, (size_t)idx);
+	CHECK_BUDDY(b);
+}
+
+static int all_lists_empty(const struct mb_buddy *b)
+{
+	for (int t = 0; t < MB_NTYPES; t++)
+		for (unsigned o = 0; o < b->pb_order; o++)
+			if (b->free_area[t][o].nr_free)
+				return 0;
+	return 1;
+}
+
+/* An order-k request splits a fresh pageblock into one free block at every
+ * order from k to the top, and freeing it coalesces all the way back. */
+static void test_split_and_coalesce_every_order(void)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
+	for (unsigned k = 0; k <= B.pb_order; k++) {
+		long idx = alloc_ok(&B, (size_t)1 << k, MB_USERRCLM);
+		CHECK(idx % (1L << k) == 0);
+		for (unsigned o = 0; o < B.pb_order; o++)
+			CHECK(B.free_area[MB_USERRCLM][o].nr_free == (o >= k ? 1u : 0u));
+		CHECK(B.nr_global == 1);
+		free_ok(&B, idx);
+		CHECK(B.nr_global == 2 && all_lists_empty(&B));
+	}
+	CHECK(B.count.global_steals == B.pb_order + 1);
+	CHECK(B.count.global_refills == B.pb_order + 1);
+
+	/* Two order-0 pages coalesce into one order-1 block when both free. */
+	long a = alloc_ok(&B, 1, MB_KERNRCLM), c = alloc_ok(&B, 1, MB_KERNRCLM);
+	CHECK((a ^ c) == 1);
+	free_ok(&B, a);
+	CHECK(B.free_area[MB_KERNRCLM][0].nr_free == 1);
+	free_ok(&B, c);
+	CHECK(B.nr_global == 2 && all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
+
+/* Stealing from the global pool reserves the whole pageblock for the type. */
+static void test_steal_reserves_pageblock(void)
+{
+	test_buddy_new(&B, 4, MB_MAX_ORDER_DEFAULT);
+	long u = alloc_ok(&B, 1, MB_USERRCLM);
+	size_t pbu = (size_t)u >> B.pb_order;
+	CHECK(mb_buddy_pb_type(&B, pbu) == MB_USERRCLM);
+	CHECK(B.pb_owned[MB_USERRCLM] == 1 && B.count.global_steals == 1);
+
+	/* Another type never shares it while the pool has pageblocks. */
+	long k = alloc_ok(&B, 1, MB_KERNNORCLM);
+	CHECK(((size_t)k >> B.pb_order) != pbu);
+	CHECK(mb_buddy_pb_type(&B, (size_t)k >> B.pb_order) == MB_KERNNORCLM);
+	/* The same type keeps using its own pageblock. */
+	long u2 = alloc_ok(&B, 3, MB_USERRCLM);
+	CHECK(((size_t)u2 >> B.pb_order) == pbu);
+	CHECK(B.count.global_steals == 2);
+	CHECK(B.count.allocs[MB_USERRCLM] == 2 && B.count.allocs[MB_KERNNORCLM] == 1);
+	free_ok(&B, u);
+	free_ok(&B, k);
+	free_ok(&B, u2);
+	CHECK(B.nr_global == 4);
+	test_buddy_free_region(&B);
+}
+
+/* Freeing everything, in any order, returns every pageblock to the pool. */
+static void test_free_everything_returns_pool(void)
+{
+	test_buddy_new(&B, 8, 8);
+	long idx[600];
+	int n = 0;
+	unsigned seed = 7;
+	for (int i = 0; i < 600; i++) {
+		seed = seed * 1103515245 + 12345;
+		size_t np = 1 + (seed >> 16) % 40;
+		long x = mb_buddy_alloc(&B, np, (int)((seed >> 8) % 3), NULL);
+		if (x >= 0)
+			idx[n++] = x;
+	}
+	CHECK_BUDDY(&B);
+	CHECK(n > 10);
+	for (int i = 0; i < n; i += 2)
+		free_ok(&B, idx[i]);
+	for (int i = 1; i < n; i += 2)
+		free_ok(&B, idx[i]);
+	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	CHECK(B.pages_allocated == 0);
+	for (int t = 0; t < MB_NTYPES; t++)
+		CHECK(B.pb_owned[t] == 0);
+	test_buddy_free_region(&B);
+}
+
+/* Fill pageblock `pb` (owned by its type) completely with single pages. */
+static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
+{
+	while (1) {
+		int found = 0;
+		for (unsigned o = 0; o < b->pb_order; o++)
+			found |= b->free_area[type][o].nr_free != 0;
+		if (!found)
+			break;
+		held[(*nheld)++] = alloc_ok(b, 1, type);
+	}
+}
+
+/* With the pool empty, each type falls back to the others' lists in the
+ * patch's order, and every fallback is counted. */
+static void test_fallback_order(void)
+{
+	for (int type = 0; type < MB_NTYPES; type++) {
+		test_buddy_new(&B, 3, MB_MAX_ORDER_MIN);
+		long held[3 * 64 + 8];
+		int nheld = 0;
+		long first[MB_NTYPES];
+		/* One pageblock per type, then the pool is empty. */
+		for (int t = 0; t < MB_NTYPES; t++)
+			first[t] = held[nheld++] = alloc_ok(&B, 1, t);
+		CHECK(B.nr_global == 0);
+		fill_own_lists(&B, type, held, &nheld);
+
+		int f1 = mb_fallback_order[type][1], f2 = mb_fallback_order[type][2];
+		long x = alloc_ok(&B, 1, type);
+		CHECK((x >> B.pb_order) == (first[f1] >> B.pb_order));
+		CHECK(B.count.fallbacks[type] == 1);
+		held[nheld++] = x;
+		fill_own_lists(&B, f1, held, &nheld);
+
+		long y = alloc_ok(&B, 1, type);
+		CHECK((y >> B.pb_order) == (first[f2] >> B.pb_order));
+		CHECK(B.count.fallbacks[type] == 2);
+		held[nheld++] = y;
+		fill_own_lists(&B, f2, held, &nheld);
+
+		/* Everything is full: the request fails and nothing changes. */
+		CHECK(mb_buddy_alloc(&B, 1, type, NULL) == -1);
+		CHECK(B.count.failures[type] == 1);
+		CHECK_BUDDY(&B);
+
+		/* A page taken by fallback is freed into its pageblock owner's
+		 * lists, and the pageblocks still drain back to the pool. */
+		free_ok(&B, x);
+		CHECK(B.free_area[f1][0].nr_free == 1);
+		for (int i = 0; i < nheld; i++)
+			if (held[i] != x)
+				free_ok(&B, held[i]);
+		CHECK(B.nr_global == 3 && all_lists_empty(&B));
+		test_buddy_free_region(&B);
+	}
+}
+
+/* Requests above one pageblock take runs of contiguous whole pageblocks,
+ * with the unused tail of the last one given back. */
+static void test_multi_pageblock_runs(void)
+{
+	test_buddy_new(&B, 8, MB_MAX_ORDER_MIN);
+	size_t pbp = B.pb_pages;
+	long r = alloc_ok(&B, 2 * pbp + pbp / 2 + 3, MB_KERNRCLM);
+	CHECK(r % (long)pbp == 0);
+	CHECK(B.nr_global == 5 && B.pb_owned[MB_KERNRCLM] == 3);
+	CHECK(B.pages_allocated == 2 * pbp + pbp / 2 + 3);
+	/* The tail of the third pageblock serves small KernRclm requests. */
+	long s = alloc_ok(&B, 1, MB_KERNRCLM);
+	CHECK((s >> B.pb_order) == (r >> B.pb_order) + 2);
+	free_ok(&B, r);
+	CHECK(B.nr_global == 7);
+	free_ok(&B, s);
+	CHECK(B.nr_global == 8);
+
+	/* Exactly n pageblocks. */
+	r = alloc_ok(&B, 4 * pbp, MB_USERRCLM);
+	CHECK(B.nr_global == 4 && all_lists_empty(&B));
+	free_ok(&B, r);
+
+	/* A hole in the pool: a run of 5 needs contiguous pageblocks. */
+	long whole[8], hole = -1;
+	for (int i = 0; i < 8; i++)
+		whole[i] = alloc_ok(&B, pbp, MB_USERRCLM);
+	for (int i = 0; i < 8; i++) {
+		if (whole[i] >> B.pb_order == 1)
+			hole = whole[i];
+		else
+			free_ok(&B, whole[i]);
+	}
+	CHECK(hole >= 0);
+	long big = alloc_ok(&B, 5 * pbp, MB_USERRCLM);
+	CHECK(big >> B.pb_order == 2);
+	CHECK(mb_buddy_alloc(&B, 2 * pbp, MB_USERRCLM, NULL) == -1);
+	CHECK_BUDDY(&B);
+	free_ok(&B, big);
+	free_ok(&B, hole);
+	CHECK(B.nr_global == 8);
+	test_buddy_free_region(&B);
+}
+
+/* A capped region runs out cleanly and stays usable. */
+static void test_exhaustion(void)
+{
+	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN);
+	long held[4 * 32 + 1];
+	int n = 0;
+	for (;;) {
+		long x = mb_buddy_alloc(&B, 3, n % 3, NULL);
+		if (x < 0)
+			break;
+		held[n++] = x;
+		CHECK(n <= 4 * 32);
+	}
+	CHECK_BUDDY(&B);
+	CHECK(B.pages_allocated == (size_t)n * 3);
+	/* The single pages left between them are still there to take. */
+	for (;;) {
+		long x = mb_buddy_alloc(&B, 1, n % 3, NULL);
+		if (x < 0)
+			break;
+		held[n++] = x;
+		CHECK(n <= 4 * 32);
+	}
+	CHECK(B.pages_allocated == B.npages);
+	CHECK(mb_buddy_alloc(&B, B.pb_pages, MB_KERNNORCLM, NULL) == -1);
+	CHECK(mb_buddy_alloc(&B, B.npages + 1, MB_KERNNORCLM, NULL) == -1);
+	CHECK(mb_buddy_alloc(&B, 0, MB_KERNNORCLM, NULL) == -1);
+	CHECK_BUDDY(&B);
+	/* Free one: the memory is usable again. */
+	free_ok(&B, held[--n]);
+	long x = alloc_ok(&B, 1, MB_KERNNORCLM);
+	held[n++] = x;
+	while (n)
+		free_ok(&B, held[--n]);
+	CHECK(B.nr_global == 4);
+	test_buddy_free_region(&B);
+}
+
+/* Non-power-of-two requests take exactly what they ask for. */
+static void test_exact_sizes(void)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
+	for (size_t n = 1; n <= 70; n++) {
+		long x = alloc_ok(&B, n, MB_KERNNORCLM);
+		CHECK(B.pages_allocated == n);
+		long y = alloc_ok(&B, 1, MB_KERNNORCLM);
+		/* With tails given back, the next page may sit right after. */
+		CHECK(B.pages_allocated == n + 1);
+		free_ok(&B, x);
+		free_ok(&B, y);
+		CHECK(B.nr_global == 2);
+	}
+	test_buddy_free_region(&B);
+}
+
+static void test_resize_in_place(void)
+{
+	test_buddy_new(&B, 6, MB_MAX_ORDER_MIN);
+	size_t pbp = B.pb_pages;
+	long a = alloc_ok(&B, 5, MB_USERRCLM);
+	CHECK(mb_buddy_resize(&B, (size_t)a, 8) == 0);
+	CHECK_BUDDY(&B);
+	CHECK(B.pages[a].npages == 8 && B.pages_allocated == 8);
+	CHECK(mb_buddy_resize(&B, (size_t)a, 2) == 0);
+	CHECK_BUDDY(&B);
+	CHECK(mb_buddy_resize(&B, (size_t)a, 20) == 0);
+	CHECK_BUDDY(&B);
+	/* Blocked by a neighbour. */
+	long nb = alloc_ok(&B, 1, MB_USERRCLM);
+	CHECK(nb == a + 20);
+	CHECK(mb_buddy_resize(&B, (size_t)a, 21) == -1);
+	CHECK_BUDDY(&B);
+	CHECK(B.pages[a].npages == 20);
+	free_ok(&B, nb);
+	/* Grow across pageblocks into the global pool. */
+	CHECK(mb_buddy_resize(&B, (size_t)a, 3 * pbp + 7) == 0);
+	CHECK_BUDDY(&B);
+	CHECK(B.pages_allocated == 3 * pbp + 7);
+	CHECK(mb_buddy_resize(&B, (size_t)a, pbp + 1) == 0);
+	CHECK_BUDDY(&B);
+	CHECK(mb_buddy_resize(&B, (size_t)a, 6 * pbp + 1) == -1);
+	CHECK_BUDDY(&B);
+	free_ok(&B, a);
+	CHECK(B.nr_global == 6 && all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
+
+/* Idle pageblocks go back to the kernel oldest first; they read as zero and
+ * the next allocation knows it. */
+static void test_release_and_zeroed(void)
+{
+	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN);
+	int zeroed = 0;
+	B.clock = 10;
+	long a = mb_buddy_alloc(&B, 4, MB_KERNNORCLM, &zeroed);
+	CHECK(a >= 0 && zeroed == 1);
+	memset(mb_buddy_page_addr(&B, (size_t)a), 0xab, 4 * MB_PAGE_SIZE);
+	free_ok(&B, a);
+	CHECK(B.nr_dirty == 1);
+	long b2 = mb_buddy_alloc(&B, 4, MB_KERNNORCLM, &zeroed);
+	CHECK(b2 == a && zeroed == 0);
+	long c = alloc_ok(&B, B.pb_pages, MB_USERRCLM);
+	free_ok(&B, b2);
+	B.clock = 20;
+	free_ok(&B, c);
+	CHECK(B.nr_dirty == 2);
+	CHECK(mb_buddy_release(&B, 5, 100) == 0);   /* nothing idle that long */
+	CHECK(mb_buddy_release(&B, 15, 100) == 1);  /* the older one */
+	CHECK_BUDDY(&B);
+	CHECK(B.nr_dirty == 1 && B.count.released_pageblocks == 1);
+	CHECK(mb_buddy_release(&B, 100, 100) == 1);
+	CHECK(B.nr_dirty == 0);
+	CHECK_BUDDY(&B);
+	long d = mb_buddy_alloc(&B, 4, MB_KERNNORCLM, &zeroed);
+	CHECK(d == a && zeroed == 1);
+	unsigned char *p = mb_buddy_page_addr(&B, (size_t)d);
+	for (size_t i = 0; i < 4 * MB_PAGE_SIZE; i++)
+		CHECK(p[i] == 0);
+	free_ok(&B, d);
+	test_buddy_free_region(&B);
+}
+
+/* A release that the kernel refuses keeps the pageblock queued. */
+static void test_release_failure(void)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
+	long a = alloc_ok(&B, 1, MB_KERNNORCLM);
+	free_ok(&B, a);
+	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 1);
+	CHECK(mb_buddy_release(&B, 0, 10) == 0);
+	CHECK(B.count.release_failures == 1 && B.nr_dirty == 1);
+	CHECK(mb_buddy_release(&B, 0, 10) == 1);
+	CHECK_BUDDY(&B);
+	test_buddy_free_region(&B);
+}
+
+static void test_bad_parameters(void)
+{
+	struct mb_buddy b;
+	size_t pb_bytes = (size_t)1 << (MB_MAX_ORDER_DEFAULT - 1 + MB_PAGE_SHIFT);
+	void *base = mb_os_reserve(2 * pb_bytes, pb_bytes);
+	CHECK(base);
+	CHECK(mb_buddy_init(&b, base, 2 * pb_bytes, MB_MAX_ORDER_MIN - 1) == -1);
+	CHECK(mb_buddy_init(&b, base, 2 * pb_bytes, MB_MAX_ORDER_MAX + 1) == -1);
+	CHECK(mb_buddy_init(&b, (char *)base + 4096, pb_bytes, MB_MAX_ORDER_DEFAULT) == -1);
+	CHECK(mb_buddy_init(&b, base, pb_bytes + 4096, MB_MAX_ORDER_DEFAULT) == -1);
+	mb_os_unreserve(base, 2 * pb_bytes);
+}
+
+int main(void)
+{
+	RUN(test_split_and_coalesce_every_order);
+	RUN(test_steal_reserves_pageblock);
+	RUN(test_free_everything_returns_pool);
+	RUN(test_fallback_order);
+	RUN(test_multi_pageblock_runs);
+	RUN(test_exhaustion);
+	RUN(test_exact_sizes);
+	RUN(test_resize_in_place);
+	RUN(test_release_and_zeroed);
+	RUN(test_release_failure);
+	RUN(test_bad_parameters);
+	return 0;
+}

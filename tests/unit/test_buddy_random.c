@@ -1,0 +1,168 @@
+/* Randomized test: long sequences of alloc, free, resize and release against
+ * a shadow model of page ownership, with the consistency checker after every
+ * operation. MB_RANDOM_OPS sets the total number of operations (default
+ * 10,000,000), MB_RANDOM_SEED the seed. */
+#include "config.h"
+#include "testutil.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_LIVE 512
+
+struct live {
+	long idx;
+	size_t npages;
+	uint8_t tag;
+};
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static uint16_t *owner; /* shadow: which live slot + 1 owns each page */
+
+static void shadow_set(size_t idx, size_t n, uint16_t v, uint16_t expect)
+{
+	for (size_t i = idx; i < idx + n; i++) {
+		if (owner[i] != expect) {
+			fprintf(stderr, "page %zu owned by %u, expected %u\n", i, owner[i], expect);
+			exit(1);
+		}
+		owner[i] = v;
+	}
+}
+
+/* Tag the first and last byte of an allocation; overlap would clobber one. */
+static void tag_write(struct mb_buddy *b, struct live *l)
+{
+	unsigned char *p = mb_buddy_page_addr(b, (size_t)l->idx);
+	p[0] = l->tag;
+	p[(l->npages << MB_PAGE_SHIFT) - 1] = l->tag;
+}
+
+static void tag_verify(struct mb_buddy *b, struct live *l)
+{
+	unsigned char *p = mb_buddy_page_addr(b, (size_t)l->idx);
+	CHECK(p[0] == l->tag);
+	CHECK(p[(l->npages << MB_PAGE_SHIFT) - 1] == l->tag);
+}
+
+static size_t random_npages(const struct mb_buddy *b)
+{
+	uint64_t r = rnd() % 100;
+	if (r < 60)
+		return 1 + rnd() % 4;
+	if (r < 90)
+		return 1 + rnd() % (b->pb_pages / 2);
+	if (r < 97)
+		return 1 + rnd() % b->pb_pages;
+	return b->pb_pages + 1 + rnd() % (2 * b->pb_pages);
+}
+
+static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
+{
+	struct mb_buddy b;
+	struct live live[MAX_LIVE];
+	int nlive = 0;
+	unsigned long fails = 0;
+	test_buddy_new(&b, npb, max_order);
+	owner = calloc(b.npages, sizeof(*owner));
+	CHECK(owner);
+
+	for (unsigned long op = 0; op < ops; op++) {
+		uint64_t r = rnd() % 100;
+		b.clock = op;
+		if (r < 45 && nlive < MAX_LIVE) {
+			size_t n = random_npages(&b);
+			int type = (int)(rnd() % 3);
+			int zeroed;
+			long idx = mb_buddy_alloc(&b, n, type, &zeroed);
+			if (idx < 0) {
+				fails++;
+			} else {
+				struct live *l = &live[nlive];
+				l->idx = idx;
+				l->npages = n;
+				l->tag = (uint8_t)(rnd() | 1);
+				if (zeroed) {
+					unsigned char *p = mb_buddy_page_addr(&b, (size_t)idx);
+					CHECK(p[0] == 0 && p[(n << MB_PAGE_SHIFT) - 1] == 0);
+				}
+				shadow_set((size_t)idx, n, (uint16_t)(nlive + 1), 0);
+				tag_write(&b, l);
+				nlive++;
+			}
+		} else if (r < 85 && nlive) {
+			int i = (int)(rnd() % (unsigned)nlive);
+			struct live *l = &live[i];
+			tag_verify(&b, l);
+			shadow_set((size_t)l->idx, l->npages, 0, (uint16_t)(i + 1));
+			CHECK(mb_buddy_free(&b, (size_t)l->idx) == l->npages);
+			live[i] = live[--nlive];
+			if (i < nlive)
+				shadow_set((size_t)live[i].idx, live[i].npages, (uint16_t)(i + 1),
+					   (uint16_t)(nlive + 1));
+		} else if (r < 97 && nlive) {
+			int i = (int)(rnd() % (unsigned)nlive);
+			struct live *l = &live[i];
+			size_t n = random_npages(&b);
+			tag_verify(&b, l);
+			size_t old = l->npages;
+			if (n < old) {
+				CHECK(mb_buddy_resize(&b, (size_t)l->idx, n) == 0);
+				shadow_set((size_t)l->idx + n, old - n, 0, (uint16_t)(i + 1));
+				l->npages = n;
+			} else if (mb_buddy_resize(&b, (size_t)l->idx, n) == 0) {
+				shadow_set((size_t)l->idx + old, n - old, (uint16_t)(i + 1), 0);
+				l->npages = n;
+			}
+			tag_write(&b, l);
+		} else {
+			mb_buddy_release(&b, op - rnd() % 64, 1 + rnd() % 4);
+		}
+		CHECK_BUDDY(&b);
+		size_t total = 0;
+		for (int i = 0; i < nlive; i++)
+			total += live[i].npages;
+		CHECK(total == b.pages_allocated);
+	}
+	while (nlive) {
+		struct live *l = &live[--nlive];
+		tag_verify(&b, l);
+		mb_buddy_free(&b, (size_t)l->idx);
+	}
+	CHECK_BUDDY(&b);
+	CHECK(b.nr_global == b.nblocks);
+	free(owner);
+	test_buddy_free_region(&b);
+	return fails;
+}
+
+int main(void)
+{
+	const char *s = getenv("MB_RANDOM_OPS");
+	unsigned long total = s ? strtoul(s, NULL, 10) : 10000000UL;
+	const char *seed = getenv("MB_RANDOM_SEED");
+	rng_state = seed ? strtoull(seed, NULL, 10) : 0x9e3779b97f4a7c15ULL;
+	if (!rng_state)
+		rng_state = 1;
+	/* Small regions keep the O(pages) checker cheap and hit exhaustion,
+	 * fallbacks and runs often. */
+	static const struct { unsigned max_order; size_t npb; } cfg[] = {
+		{ 6, 4 }, { 6, 9 }, { 7, 3 }, { 8, 5 },
+	};
+	unsigned long per = total / 4, done = 0, fails = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned long n = i == 3 ? total - done : per;
+		fails += run(cfg[i].max_order, cfg[i].npb, n);
+		done += n;
+	}
+	printf("random buddy: %lu operations checked, %lu allocations refused for lack of memory\n", done, fails);
+	return 0;
+}
