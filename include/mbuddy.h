@@ -15,6 +15,15 @@ enum mbuddy_type {
 	MBUDDY_USERRCLM = 2,   /* short-lived ("short") */
 };
 
+/* Allocate with an explicit type: the GFP-flag equivalent. Free the result
+ * with free(). An invalid type gives NULL with errno = EINVAL. */
+void *mbuddy_malloc(size_t size, int type);
+void *mbuddy_calloc(size_t nmemb, size_t size, int type);
+
+/* Give every allocation of this thread the type `type` (or, with -1, let
+ * call-site classification decide again). Returns the previous setting. */
+int mbuddy_set_thread_type(int type);
+
 #ifdef __cplusplus
 }
 #endif

@@ -80,6 +80,7 @@ static void add_free_block(struct mb_buddy *b, size_t idx, unsigned order, int t
 	struct mb_page *p = &b->pages[idx];
 	p->state = MB_PG_FREE;
 	p->order = (uint8_t)order;
+	p->flags &= (uint8_t)~MB_PGF_AGED; /* idle time counts from now */
 	list_add(b, &b->free_area[type][order], (uint32_t)idx, at_tail);
 }
 
@@ -279,7 +280,7 @@ static int claim_pages(struct mb_buddy *b, size_t idx, size_t n)
 	for (size_t i = idx; i < idx + n; i++) {
 		struct mb_page *p = &b->pages[i];
 		zero &= !(p->flags & MB_PGF_DIRTY);
-		p->flags |= MB_PGF_DIRTY;
+		p->flags = MB_PGF_DIRTY;
 		p->state = MB_PG_TAIL;
 	}
 	return zero;
@@ -524,6 +525,44 @@ size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max)
 		done++;
 	}
 	return done;
+}
+
+size_t mb_buddy_release_free_blocks(struct mb_buddy *b, unsigned min_order, int force)
+{
+	size_t released = 0;
+	for (int t = 0; t < MB_NTYPES; t++) {
+		for (unsigned o = min_order; o < b->pb_order; o++) {
+			size_t n = (size_t)1 << o;
+			for (uint32_t i = b->free_area[t][o].head; i != MB_NIL; i = b->pages[i].next) {
+				struct mb_page *h = &b->pages[i];
+				int dirty = 0;
+				for (size_t j = i; j < i + n && !dirty; j++)
+					dirty = b->pages[j].flags & MB_PGF_DIRTY;
+				if (!dirty)
+					continue;
+				if (!force && !(h->flags & MB_PGF_AGED)) {
+					h->flags |= MB_PGF_AGED;
+					continue;
+				}
+				if (b->release && b->release(mb_buddy_page_addr(b, i), n << MB_PAGE_SHIFT) != 0) {
+					b->count.release_failures++;
+					return released;
+				}
+				for (size_t j = i; j < i + n; j++)
+					b->pages[j].flags = 0;
+				released += n;
+			}
+		}
+	}
+	return released;
+}
+
+void mb_buddy_split(struct mb_buddy *b, size_t idx, size_t at)
+{
+	struct mb_page *h = &b->pages[idx];
+	size_t n = h->npages;
+	set_head(b, at, n - (at - idx), h->type);
+	h->npages = (uint32_t)(at - idx);
 }
 
 /* ---- set-up ---- */

@@ -37,6 +37,11 @@ enum mb_page_state {
 };
 
 #define MB_PGF_DIRTY 0x1 /* written since the kernel last gave it to us zeroed */
+#define MB_PGF_AGED 0x2  /* free block head seen idle by one purge pass */
+
+/* Free blocks of this order and above inside owned pageblocks can be handed
+ * back to the kernel on their own (32 KiB with 4 KiB pages). */
+#define MB_PURGE_MIN_ORDER 3
 
 /* One per page of the region, 32 bytes. */
 struct mb_page {
@@ -137,6 +142,15 @@ int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages);
  * since at or before `idle_since` on the caller's clock, at most `max`.
  * Returns how many were released. */
 size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max);
+
+/* Hand back free blocks of order >= min_order that lie in owned pageblocks
+ * and have been idle for a whole purge pass (every one if force). Returns
+ * the number of pages released. */
+size_t mb_buddy_release_free_blocks(struct mb_buddy *b, unsigned min_order, int force);
+
+/* Cut the allocation at idx in two at page `at`: [idx, at) and the rest
+ * become separate allocations of the same type. */
+void mb_buddy_split(struct mb_buddy *b, size_t idx, size_t at);
 
 /* Consistency checker: returns 0, or -1 with a description in err. */
 int mb_buddy_check(const struct mb_buddy *b, char *err, size_t errlen);

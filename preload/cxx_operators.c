@@ -1,0 +1,78 @@
+/* The C++ operator new/delete family, under their Itanium-ABI names, so a
+ * C++ program's allocations reach the same typed heap without libmbuddy
+ * itself depending on libstdc++. A failing throwing new follows the
+ * standard: call the new-handler until it gives up, then throw bad_alloc,
+ * both found in the program's own libstdc++ at that moment. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "exports.h"
+#include "classify.h"
+#include "options.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define CALLER __builtin_return_address(0)
+
+typedef void (*new_handler_fn)(void);
+
+static void *new_failed(size_t n, size_t align, void *ra)
+{
+	new_handler_fn (*get_handler)(void) = (new_handler_fn(*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
+	for (;;) {
+		new_handler_fn h = get_handler ? get_handler() : NULL;
+		if (!h) {
+			void (*throw_bad_alloc)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv");
+			if (throw_bad_alloc)
+				throw_bad_alloc();
+			mb_warn("operator new: out of memory for %zu bytes and no std::bad_alloc to throw", n);
+			abort();
+		}
+		h();
+		void *p = align ? mb_memalign(align, n, mb_classify(ra, n)) : mb_malloc(n, mb_classify(ra, n));
+		if (p)
+			return p;
+	}
+}
+
+static inline void *op_new(size_t n, void *ra)
+{
+	void *p = mb_malloc(n, mb_classify(ra, n));
+	return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra);
+}
+
+static inline void *op_new_aligned(size_t n, size_t align, void *ra)
+{
+	void *p = mb_memalign(align, n, mb_classify(ra, n));
+	return p ? p : new_failed(n, align, ra);
+}
+
+/* new, new[] */
+EXPORT void *_Znwm(size_t n) { return op_new(n, CALLER); }
+EXPORT void *_Znam(size_t n) { return op_new(n, CALLER); }
+/* nothrow */
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return mb_malloc(n, mb_classify(CALLER, n)); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return mb_malloc(n, mb_classify(CALLER, n)); }
+/* aligned */
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a, CALLER); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a, CALLER); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return mb_memalign(a, n, mb_classify(CALLER, n)); }
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return mb_memalign(a, n, mb_classify(CALLER, n)); }
+
+/* delete, delete[], sized, aligned, nothrow: all checked like free(). */
+EXPORT void _ZdlPv(void *p) { mb_free(p, "operator delete"); }
+EXPORT void _ZdaPv(void *p) { mb_free(p, "operator delete[]"); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; mb_free(p, "operator delete"); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; mb_free(p, "operator delete[]"); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free(p, "operator delete"); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free(p, "operator delete[]"); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free(p, "operator delete"); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free(p, "operator delete[]"); }

@@ -1,0 +1,37 @@
+/* Prototypes for exported names that no system header declares. */
+#ifndef MB_EXPORTS_H
+#define MB_EXPORTS_H
+
+#include <stddef.h>
+
+void cfree(void *p);
+void *__libc_malloc(size_t n);
+void __libc_free(void *p);
+void *__libc_calloc(size_t a, size_t b);
+void *__libc_realloc(void *p, size_t n);
+void *__libc_memalign(size_t a, size_t n);
+void *__libc_valloc(size_t n);
+void *__libc_pvalloc(size_t n);
+
+void *_Znwm(size_t n);
+void *_Znam(size_t n);
+void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt);
+void *_ZnamRKSt9nothrow_t(size_t n, const void *nt);
+void *_ZnwmSt11align_val_t(size_t n, size_t a);
+void *_ZnamSt11align_val_t(size_t n, size_t a);
+void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt);
+void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt);
+void _ZdlPv(void *p);
+void _ZdaPv(void *p);
+void _ZdlPvm(void *p, size_t n);
+void _ZdaPvm(void *p, size_t n);
+void _ZdlPvRKSt9nothrow_t(void *p, const void *nt);
+void _ZdaPvRKSt9nothrow_t(void *p, const void *nt);
+void _ZdlPvSt11align_val_t(void *p, size_t a);
+void _ZdaPvSt11align_val_t(void *p, size_t a);
+void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a);
+void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a);
+void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt);
+void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt);
+
+#endif

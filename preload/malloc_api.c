@@ -1,0 +1,216 @@
+/* Layer 7: the exported malloc API of glibc Linux. Each entry point only
+ * picks the reclaim type for its caller and translates the call. */
+#include "config.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "exports.h"
+#include "classify.h"
+#include "heap.h"
+#include "mbuddy.h"
+#include "tcache.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define CALLER __builtin_return_address(0)
+
+EXPORT void *malloc(size_t n)
+{
+	return mb_malloc(n, mb_classify(CALLER, n));
+}
+
+EXPORT void free(void *p)
+{
+	mb_free(p, "free");
+}
+
+EXPORT void cfree(void *p)
+{
+	mb_free(p, "cfree");
+}
+
+EXPORT void *calloc(size_t nmemb, size_t size)
+{
+	return mb_calloc(nmemb, size, mb_classify(CALLER, nmemb * size));
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
+	return mb_realloc(p, n, mb_classify(CALLER, n), "realloc");
+}
+
+EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
+{
+	size_t n;
+	if (__builtin_mul_overflow(nmemb, size, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mb_realloc(p, n, mb_classify(CALLER, n), "reallocarray");
+}
+
+static int power_of_two(size_t a)
+{
+	return a && !(a & (a - 1));
+}
+
+/* glibc's memalign rounds an alignment that is not a power of two up. */
+static void *memalign_rounded(size_t align, size_t n, void *ra)
+{
+	if (align > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!power_of_two(align)) {
+		size_t a = 1;
+		while (a < align)
+			a <<= 1;
+		align = a;
+	}
+	return mb_memalign(align, n, mb_classify(ra, n));
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	return memalign_rounded(align, n, CALLER);
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	return memalign_rounded(align, n, CALLER);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+	if (align % sizeof(void *) != 0 || !power_of_two(align))
+		return EINVAL;
+	int saved = errno;
+	void *p = mb_memalign(align, n, mb_classify(CALLER, n));
+	if (!p) {
+		errno = saved;
+		return ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+EXPORT void *valloc(size_t n)
+{
+	return mb_memalign((size_t)sysconf(_SC_PAGESIZE), n, mb_classify(CALLER, n));
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t r = (n + page - 1) & ~(page - 1);
+	if (r < n) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mb_memalign(page, r ? r : page, mb_classify(CALLER, n));
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+	return mb_usable_size(p, "malloc_usable_size");
+}
+
+EXPORT int malloc_trim(size_t pad)
+{
+	(void)pad;
+	return mb_trim();
+}
+
+/* mallopt's tunables belong to glibc's arenas; none applies here. glibc
+ * returns 0 for a parameter it does not accept. */
+EXPORT int mallopt(int param, int value)
+{
+	(void)param;
+	(void)value;
+	return 0;
+}
+
+static void fill_mallinfo2(struct mallinfo2 *mi)
+{
+	struct mb_counts c;
+	*mi = (struct mallinfo2){ 0 };
+	if (mb_heap_ensure() != 0)
+		return;
+	mb_heap_lock();
+	c = mb_heap.counts;
+	mb_tcache_sum_counts_locked(&c);
+	struct mb_buddy *b = &mb_heap.buddy;
+	size_t held = b->pages_allocated << MB_PAGE_SHIFT;
+	mi->arena = held;                                 /* bytes taken from the region */
+	mi->ordblks = b->nr_global;                       /* free whole pageblocks */
+	mi->hblks = mb_heap.large_objects;                /* page-granular objects */
+	mi->hblkhd = 0;
+	mi->uordblks = c.live_bytes > 0 ? (size_t)c.live_bytes : 0;
+	mi->fordblks = held > mi->uordblks ? held - mi->uordblks : 0;
+	mi->keepcost = b->nr_dirty * (b->pb_pages << MB_PAGE_SHIFT); /* idle, resident */
+	mb_heap_unlock();
+}
+
+EXPORT struct mallinfo2 mallinfo2(void)
+{
+	struct mallinfo2 mi;
+	fill_mallinfo2(&mi);
+	return mi;
+}
+
+EXPORT struct mallinfo mallinfo(void)
+{
+	struct mallinfo2 m2;
+	fill_mallinfo2(&m2);
+	struct mallinfo mi = {
+		.arena = (int)m2.arena, .ordblks = (int)m2.ordblks, .hblks = (int)m2.hblks,
+		.hblkhd = (int)m2.hblkhd, .uordblks = (int)m2.uordblks, .fordblks = (int)m2.fordblks,
+		.keepcost = (int)m2.keepcost,
+	};
+	return mi;
+}
+
+/* glibc's internal names, which some programs and libraries call. */
+EXPORT void *__libc_malloc(size_t n) { return mb_malloc(n, mb_classify(CALLER, n)); }
+EXPORT void __libc_free(void *p) { mb_free(p, "free"); }
+EXPORT void *__libc_calloc(size_t a, size_t b) { return mb_calloc(a, b, mb_classify(CALLER, a * b)); }
+EXPORT void *__libc_realloc(void *p, size_t n) { return mb_realloc(p, n, mb_classify(CALLER, n), "realloc"); }
+EXPORT void *__libc_memalign(size_t a, size_t n) { return memalign_rounded(a, n, CALLER); }
+EXPORT void *__libc_valloc(size_t n) { return mb_memalign((size_t)sysconf(_SC_PAGESIZE), n, mb_classify(CALLER, n)); }
+EXPORT void *__libc_pvalloc(size_t n) { return pvalloc(n); }
+
+/* ---- the typed API of mbuddy.h ---- */
+
+static int valid_type(int type)
+{
+	return type >= 0 && type < MB_NTYPES;
+}
+
+EXPORT void *mbuddy_malloc(size_t n, int type)
+{
+	if (!valid_type(type)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return mb_malloc(n, type);
+}
+
+EXPORT void *mbuddy_calloc(size_t nmemb, size_t size, int type)
+{
+	if (!valid_type(type)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return mb_calloc(nmemb, size, type);
+}
+
+EXPORT int mbuddy_set_thread_type(int type)
+{
+	int prev = mb_type_hint;
+	mb_type_hint = valid_type(type) ? type : -1;
+	return prev;
+}

@@ -1,0 +1,300 @@
+/* Fast paths through the thread cache, slow paths through the heap lock.
+ * Every pointer the program hands back is checked against the out-of-band
+ * metadata before anything is written. */
+#include "config.h"
+#include "alloc.h"
+#include "heap.h"
+#include "report.h"
+#include "slab.h"
+#include "tcache.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int type, unsigned c)
+{
+	struct mb_tentry e = bin->e[--bin->n];
+	*e.st = MB_OBJ_ALLOCATED;
+	tc->counts.mallocs[type]++;
+	tc->counts.live_bytes += mb_classes[c].size;
+	return e.p;
+}
+
+/* The size class tables exist once the heap is initialised, which a thread
+ * cache implies; the slow path (re)computes the class after initialising. */
+static __attribute__((noinline)) void *small_slow(size_t n, int type)
+{
+	if (mb_heap_ensure() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	unsigned c = mb_size_class(n);
+	struct mb_tcache *tc = mb_tc;
+	if (!tc)
+		tc = mb_tcache_create();
+	if (tc) {
+		struct mb_tbin *bin = &tc->bin[type][c];
+		if (bin->n || mb_tcache_refill(tc, type, c))
+			return pop(tc, bin, type, c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* No cache in this thread right now: one object straight from a slab. */
+	struct mb_tentry e;
+	mb_heap_lock();
+	unsigned got = mb_slab_refill_locked(type, c, &e, 1);
+	if (got) {
+		*e.st = MB_OBJ_ALLOCATED;
+		mb_heap.counts.mallocs[type]++;
+		mb_heap.counts.live_bytes += mb_classes[c].size;
+	}
+	mb_heap_unlock();
+	if (!got) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return e.p;
+}
+
+/* n must be a size of class c's range, or c's own size (aligned requests). */
+static inline void *malloc_small(size_t n, int type)
+{
+	struct mb_tcache *tc = mb_tc;
+	if (likely(tc != NULL)) {
+		unsigned c = mb_size_class(n);
+		struct mb_tbin *bin = &tc->bin[type][c];
+		if (likely(bin->n != 0))
+			return pop(tc, bin, type, c);
+	}
+	return small_slow(n, type);
+}
+
+void *mb_malloc(size_t n, int type)
+{
+	if (likely(n <= MB_SMALL_MAX))
+		return malloc_small(n, type);
+	if (mb_heap_ensure() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mb_large_alloc(n, 0, type, 0);
+}
+
+void *mb_calloc(size_t nmemb, size_t size, int type)
+{
+	size_t n;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (n <= MB_SMALL_MAX) {
+		void *p = malloc_small(n, type);
+		if (p) /* the whole object, as glibc clears the whole chunk */
+			memset(p, 0, mb_classes[mb_size_class(n)].size);
+		return p;
+	}
+	if (mb_heap_ensure() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mb_large_alloc(n, 0, type, 1);
+}
+
+void *mb_memalign(size_t align, size_t n, int type)
+{
+	if (align <= MB_ALIGNMENT)
+		return mb_malloc(n, type);
+	if (mb_heap_ensure() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (align <= MB_PAGE_SIZE) {
+		int c = mb_size_class_aligned(n, align);
+		if (c >= 0)
+			return malloc_small(mb_classes[c].size, type);
+	}
+	return mb_large_alloc(n, align, type, 0);
+}
+
+/* ---- free ---- */
+
+static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_t i, uint8_t *st)
+{
+	struct mb_tcache *tc = mb_tc;
+	if (!tc)
+		tc = mb_tcache_create();
+	if (tc) {
+		struct mb_tbin *bin = &tc->bin[s->type][s->sclass];
+		if (bin->n == bin->cap)
+			mb_tcache_flush(tc, bin, bin->cap / 2);
+		tc->counts.frees++;
+		tc->counts.live_bytes -= s->size;
+		bin->e[bin->n].p = (void *)(s->start + (uintptr_t)i * s->size);
+		bin->e[bin->n].st = st;
+		bin->n++;
+		return;
+	}
+	mb_heap_lock();
+	mb_heap.counts.frees++;
+	mb_heap.counts.live_bytes -= s->size;
+	mb_slab_put_locked(s, i);
+	mb_heap_unlock();
+}
+
+/* The page record of p if p lies in the heap, else NULL. */
+static inline struct mb_page *page_of(const void *p)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	uintptr_t off = (uintptr_t)p - b->base;
+	if (unlikely(off >= mb_heap.region_bytes))
+		return NULL;
+	return &b->pages[off >> MB_PAGE_SHIFT];
+}
+
+void mb_free(void *p, const char *func)
+{
+	if (unlikely(p == NULL))
+		return;
+	struct mb_page *m = page_of(p);
+	if (unlikely(m == NULL))
+		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
+	if (likely(m->kind == MB_KIND_SLAB)) {
+		uint32_t i;
+		struct mb_slab *s = mb_slab_of(m, p, &i);
+		if (unlikely(s == NULL))
+			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
+		uint8_t *st = &s->state[i];
+		if (unlikely(*st != MB_OBJ_ALLOCATED))
+			mb_fatal_pointer(func, "double free detected", p);
+		*st = MB_OBJ_CACHED;
+		struct mb_tcache *tc = mb_tc;
+		if (likely(tc != NULL)) {
+			struct mb_tbin *bin = &tc->bin[s->type][s->sclass];
+			if (likely(bin->n < bin->cap)) {
+				tc->counts.frees++;
+				tc->counts.live_bytes -= s->size;
+				bin->e[bin->n].p = p;
+				bin->e[bin->n].st = st;
+				bin->n++;
+				return;
+			}
+		}
+		int saved = errno;
+		small_free_slow(s, i, st);
+		errno = saved;
+		return;
+	}
+	if (unlikely(m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC ||
+		     ((uintptr_t)p & (MB_PAGE_SIZE - 1))))
+		mb_fatal_pointer(func, m->state == MB_PG_TAIL || m->kind == MB_KIND_LARGE
+				 ? "invalid pointer (inside an allocation)"
+				 : "double free or invalid pointer", p);
+	int saved = errno;
+	mb_large_free(p, m);
+	errno = saved;
+}
+
+size_t mb_usable_size(const void *p, const char *func)
+{
+	if (!p)
+		return 0;
+	struct mb_page *m = page_of(p);
+	if (!m)
+		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
+	if (m->kind == MB_KIND_SLAB) {
+		uint32_t i;
+		struct mb_slab *s = mb_slab_of(m, p, &i);
+		if (!s || s->state[i] != MB_OBJ_ALLOCATED)
+			mb_fatal_pointer(func, "invalid pointer", p);
+		return s->size;
+	}
+	if (m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1)))
+		mb_fatal_pointer(func, "invalid pointer", p);
+	return (size_t)m->npages << MB_PAGE_SHIFT;
+}
+
+/* ---- realloc ---- */
+
+static void *move(void *p, size_t old, size_t n, int type, const char *func)
+{
+	void *q = mb_malloc(n, type);
+	if (!q)
+		return NULL; /* the old block is left untouched, as C requires */
+	memcpy(q, p, old < n ? old : n);
+	mb_free(p, func);
+	return q;
+}
+
+void *mb_realloc(void *p, size_t n, int type, const char *func)
+{
+	if (!p)
+		return mb_malloc(n, type);
+	if (n == 0) {
+		mb_free(p, func); /* glibc frees and returns NULL */
+		return NULL;
+	}
+	struct mb_page *m = page_of(p);
+	if (!m)
+		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
+	if (m->kind == MB_KIND_SLAB) {
+		uint32_t i;
+		struct mb_slab *s = mb_slab_of(m, p, &i);
+		if (!s)
+			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
+		if (s->state[i] != MB_OBJ_ALLOCATED)
+			mb_fatal_pointer(func, "use after free (pointer already freed)", p);
+		/* Same class: nothing to do. */
+		if (n <= MB_SMALL_MAX && mb_size_class(n) == s->sclass)
+			return p;
+		return move(p, s->size, n, type, func);
+	}
+	if (m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1)))
+		mb_fatal_pointer(func, "double free or invalid pointer", p);
+	size_t old_bytes = (size_t)m->npages << MB_PAGE_SHIFT;
+	if (n <= MB_SMALL_MAX)
+		return move(p, old_bytes, n, type, func);
+	if (n > mb_heap.region_bytes) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
+	mb_heap_lock();
+	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE) {
+		mb_heap_unlock();
+		mb_fatal_pointer(func, "double free or invalid pointer", p);
+	}
+	size_t old_pages = m->npages;
+	int ok = mb_buddy_resize(&mb_heap.buddy, (size_t)(m - mb_heap.buddy.pages), npages) == 0;
+	if (ok) {
+		mb_heap.counts.live_bytes += ((int64_t)npages - (int64_t)old_pages) << MB_PAGE_SHIFT;
+		mb_heap.counts.live_requested += (int64_t)n - (int64_t)m->user.u64;
+		m->user.u64 = n;
+		if (npages > old_pages)
+			mb_heap.inplace_grows++;
+		else if (npages < old_pages)
+			mb_heap.inplace_shrinks++;
+		mb_purge_maybe_locked();
+	}
+	mb_heap_unlock();
+	if (ok)
+		return p;
+	return move(p, old_bytes, n, type, func);
+}
+
+int mb_trim(void)
+{
+	if (mb_heap_ensure() != 0)
+		return 0;
+	struct mb_tcache *tc = mb_tc;
+	if (tc)
+		mb_tcache_flush_all(tc);
+	mb_heap_lock();
+	uint64_t before = mb_heap.released_bytes;
+	mb_purge_locked(1);
+	int released = mb_heap.released_bytes != before;
+	mb_heap_unlock();
+	return released;
+}

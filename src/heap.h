@@ -1,0 +1,75 @@
+/* The process-wide heap: one typed buddy over the reserved region, the
+ * central slab lists, the lock that serialises them, and the policy that
+ * returns idle memory to the kernel. */
+#ifndef MB_HEAP_H
+#define MB_HEAP_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "buddy.h"
+#include "sizeclass.h"
+
+/* What a page of the region holds, in mb_page.kind. */
+enum mb_page_kind {
+	MB_KIND_NONE = 0,
+	MB_KIND_SLAB = 1,  /* every page of a slab; user.ptr = its mb_slab */
+	MB_KIND_LARGE = 2, /* first page of a page-granular object; user.u64 = bytes asked */
+};
+
+struct mb_slab;
+
+/* Slabs of one (type, class) with free objects. */
+struct mb_central {
+	struct mb_slab *head, *tail;
+	uint64_t nslabs;   /* slabs of this (type, class), full or not */
+	uint64_t nlisted;
+};
+
+/* Counters kept per thread and folded into the heap's on thread exit. */
+struct mb_counts {
+	uint64_t mallocs[MB_NTYPES]; /* allocations served, per type */
+	uint64_t frees;
+	int64_t live_bytes;          /* bytes handed out (usable size) minus freed */
+	int64_t live_requested;      /* bytes the program asked for, large objects */
+};
+
+struct mb_heap {
+	pthread_mutex_t lock;
+	struct mb_buddy buddy;
+	size_t region_bytes;
+	struct mb_central central[MB_NTYPES][MB_NCLASSES];
+	struct mb_counts counts;     /* folded from exited threads and slow paths */
+	uint64_t slab_pages;         /* pages held by slabs */
+	uint64_t large_objects;
+	uint64_t released_bytes;     /* handed back to the kernel */
+	uint64_t next_purge_ms;
+	uint64_t calloc_zero_skips;  /* calloc memsets avoided on fresh pages */
+	uint64_t inplace_grows, inplace_shrinks;
+};
+
+extern struct mb_heap mb_heap;
+
+/* 0 not started, 1 initialising, 2 ready, 3 failed. */
+extern volatile int mb_heap_state;
+
+/* Initialise on first use; returns 0 when the heap is ready. */
+int mb_heap_ensure(void);
+
+static inline void mb_heap_lock(void) { pthread_mutex_lock(&mb_heap.lock); }
+static inline void mb_heap_unlock(void) { pthread_mutex_unlock(&mb_heap.lock); }
+
+/* Milliseconds on a coarse monotonic clock. */
+uint64_t mb_now_ms(void);
+
+/* With the lock held: release pageblocks idle for longer than the decay
+ * time (all dirty ones when force is set). */
+void mb_purge_locked(int force);
+/* With the lock held: purge if the decay period has passed. */
+void mb_purge_maybe_locked(void);
+
+/* Page-granular objects (above MB_SMALL_MAX, or page-aligned requests). */
+void *mb_large_alloc(size_t bytes, size_t align, int type, int zero);
+void mb_large_free(void *p, struct mb_page *m);
+
+#endif

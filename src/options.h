@@ -1,0 +1,34 @@
+/* Every MBUDDY_* environment variable, parsed once at initialisation.
+ * Parsing never allocates: it runs inside the first malloc. */
+#ifndef MB_OPTIONS_H
+#define MB_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum mb_stats_format { MB_STATS_TEXT = 0, MB_STATS_JSON = 1 };
+
+struct mb_options {
+	size_t heap_size;       /* MBUDDY_HEAP_SIZE */
+	unsigned max_order;     /* MBUDDY_MAX_ORDER */
+	int classify;           /* MBUDDY_CLASSIFY: 1 auto, 0 off */
+	const char *stats;      /* MBUDDY_STATS: NULL, "stderr" or a path */
+	int stats_format;       /* MBUDDY_STATS_FORMAT */
+	int stats_signal;       /* MBUDDY_STATS_SIGNAL: 0 = none */
+	uint64_t decay_ms;      /* MBUDDY_DECAY_MS */
+	int check_level;        /* MBUDDY_CHECK: 0 default, 1 canaries */
+	const char *rules;      /* MBUDDY_RULES */
+	const char *profile;    /* MBUDDY_PROFILE */
+};
+
+extern struct mb_options mb_opt;
+
+void mb_options_init(void);
+
+/* Parse "123", "64K", "4M", "64G", "1T" (binary units). 0 on success. */
+int mb_parse_size(const char *s, size_t *out);
+
+/* Report a problem on stderr, prefixed "libmbuddy: ". Never allocates. */
+void mb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,37 @@
+/* Size classes of small objects: 16-byte steps to 128, then four classes
+ * per doubling up to 16 KiB, so no class wastes more than 25% (20% above
+ * 128 bytes). Larger requests are whole pages from the buddy. */
+#ifndef MB_SIZECLASS_H
+#define MB_SIZECLASS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MB_NCLASSES 36
+#define MB_SMALL_MAX 16384
+#define MB_ALIGNMENT 16 /* malloc's guarantee on x86-64 glibc */
+
+struct mb_class_info {
+	uint32_t size;       /* object size */
+	uint32_t slab_pages; /* pages per slab */
+	uint32_t nobj;       /* objects per slab */
+	uint32_t magic;      /* (offset * magic) >> 32 == offset / size */
+	uint32_t tcache_cap; /* thread-cache bin capacity */
+};
+
+extern struct mb_class_info mb_classes[MB_NCLASSES];
+extern uint8_t mb_class_small[MB_SMALL_MAX / 16 + 1];
+
+void mb_sizeclass_init(void);
+
+static inline unsigned mb_size_class(size_t n)
+{
+	return mb_class_small[(n + 15) >> 4];
+}
+
+/* The smallest class that holds n bytes at alignment `align` (a power of
+ * two up to a page), or -1. Object addresses in a slab are multiples of
+ * the largest power of two dividing the class size. */
+int mb_size_class_aligned(size_t n, size_t align);
+
+#endif

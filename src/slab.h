@@ -1,0 +1,58 @@
+/* Layer 3: small objects carved from buddy pages. A slab belongs to one
+ * (type, size class), so objects of different lifetimes never share a page.
+ * Object states live out of band, one byte per object, so neither an
+ * overflow nor a double free can corrupt a free list. */
+#ifndef MB_SLAB_H
+#define MB_SLAB_H
+
+#include <stdint.h>
+
+#include "heap.h"
+
+enum mb_obj_state {
+	MB_OBJ_FREE = 0,      /* free in its slab */
+	MB_OBJ_ALLOCATED = 1, /* owned by the program */
+	MB_OBJ_CACHED = 2,    /* free, held in some thread's cache */
+};
+
+struct mb_slab {
+	struct mb_slab *next, *prev; /* central list of slabs with free objects */
+	uintptr_t start;             /* object 0 */
+	uint32_t size, magic;
+	uint16_t nobj, nfree;        /* nfree counts MB_OBJ_FREE only */
+	uint16_t scan;               /* refill resumes scanning here */
+	uint8_t type, sclass;
+	uint8_t listed;
+	uint8_t pad[3];
+	uint8_t state[];             /* enum mb_obj_state, one per object */
+};
+
+/* One cached free object: its address and its state byte. */
+struct mb_tentry {
+	void *p;
+	uint8_t *st;
+};
+
+/* The slab that holds p, and p's object index; NULL if p is not the start
+ * of an object in a slab page. */
+static inline struct mb_slab *mb_slab_of(const struct mb_page *m, const void *p, uint32_t *index)
+{
+	struct mb_slab *s = m->user.ptr;
+	uintptr_t off = (uintptr_t)p - s->start;
+	uint32_t i = (uint32_t)(((uint64_t)off * s->magic) >> 32);
+	if ((uintptr_t)i * s->size != off || i >= s->nobj)
+		return NULL;
+	*index = i;
+	return s;
+}
+
+/* With the heap lock held: move up to `want` free objects of (type, class)
+ * into out[], marking them cached. Creates slabs as needed. Returns how
+ * many were taken (0 when the heap is exhausted). */
+unsigned mb_slab_refill_locked(int type, unsigned sclass, struct mb_tentry *out, unsigned want);
+
+/* With the heap lock held: return a cached or allocated object to its slab;
+ * a slab left entirely free goes back to the buddy. */
+void mb_slab_put_locked(struct mb_slab *s, uint32_t index);
+
+#endif

@@ -1,0 +1,158 @@
+#include "config.h"
+#include "tcache.h"
+#include "metadata.h"
+
+#include <pthread.h>
+
+__thread struct mb_tcache *mb_tc MB_TLS;
+__thread int mb_tc_busy MB_TLS;
+/* Set once the thread's cache has been torn down at exit: later frees from
+ * other TLS destructors go straight to the slabs. */
+static __thread int tc_dead MB_TLS;
+
+static pthread_key_t tc_key;
+static int tc_key_ok;
+static struct mb_tcache *all_caches;
+
+static void counts_add(struct mb_counts *to, const struct mb_counts *from)
+{
+	for (int t = 0; t < MB_NTYPES; t++)
+		to->mallocs[t] += from->mallocs[t];
+	to->frees += from->frees;
+	to->live_bytes += from->live_bytes;
+	to->live_requested += from->live_requested;
+}
+
+static void tcache_destroy(void *arg)
+{
+	struct mb_tcache *tc = arg;
+	if (!tc)
+		return;
+	mb_tc_busy = 1;
+	mb_tcache_flush_all(tc);
+	mb_heap_lock();
+	counts_add(&mb_heap.counts, &tc->counts);
+	if (tc->prev)
+		tc->prev->next = tc->next;
+	else
+		all_caches = tc->next;
+	if (tc->next)
+		tc->next->prev = tc->prev;
+	mb_meta_free(tc, tc->bytes);
+	mb_heap_unlock();
+	mb_tc = NULL;
+	tc_dead = 1;
+	mb_tc_busy = 0;
+}
+
+void mb_tcache_init_key(void)
+{
+	tc_key_ok = pthread_key_create(&tc_key, tcache_destroy) == 0;
+}
+
+struct mb_tcache *mb_tcache_create(void)
+{
+	if (mb_tc_busy || tc_dead || !tc_key_ok)
+		return NULL;
+	mb_tc_busy = 1;
+	size_t entries = 0;
+	for (unsigned c = 0; c < MB_NCLASSES; c++)
+		entries += mb_classes[c].tcache_cap;
+	size_t bytes = sizeof(struct mb_tcache) + MB_NTYPES * entries * sizeof(struct mb_tentry);
+
+	mb_heap_lock();
+	struct mb_tcache *tc = mb_meta_alloc(bytes);
+	if (tc) {
+		tc->bytes = bytes;
+		struct mb_tentry *e = tc->storage;
+		for (int t = 0; t < MB_NTYPES; t++)
+			for (unsigned c = 0; c < MB_NCLASSES; c++) {
+				tc->bin[t][c].cap = mb_classes[c].tcache_cap;
+				tc->bin[t][c].e = e;
+				e += mb_classes[c].tcache_cap;
+			}
+		tc->next = all_caches;
+		if (all_caches)
+			all_caches->prev = tc;
+		all_caches = tc;
+	}
+	mb_heap_unlock();
+	if (tc) {
+		/* Our key is among the first, so this does not allocate; if it
+		 * did, mb_tc_busy sends that allocation down the slow path. */
+		pthread_setspecific(tc_key, tc);
+		mb_tc = tc;
+	}
+	mb_tc_busy = 0;
+	return tc;
+}
+
+uint32_t mb_tcache_refill(struct mb_tcache *tc, int type, unsigned c)
+{
+	struct mb_tbin *bin = &tc->bin[type][c];
+	unsigned want = bin->cap / 2;
+	if (want == 0)
+		want = 1;
+	mb_heap_lock();
+	bin->n += mb_slab_refill_locked(type, c, bin->e + bin->n, want);
+	mb_heap_unlock();
+	return bin->n;
+}
+
+static void flush_locked(struct mb_tentry *e, uint32_t n)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	for (uint32_t i = 0; i < n; i++) {
+		struct mb_page *m = &b->pages[mb_buddy_page_index(b, e[i].p)];
+		struct mb_slab *s = m->user.ptr;
+		mb_slab_put_locked(s, (uint32_t)(e[i].st - s->state));
+	}
+}
+
+void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep)
+{
+	(void)tc;
+	if (bin->n <= keep)
+		return;
+	uint32_t drop = bin->n - keep;
+	mb_heap_lock();
+	/* The oldest entries are at the bottom: return those. */
+	flush_locked(bin->e, drop);
+	mb_purge_maybe_locked();
+	mb_heap_unlock();
+	for (uint32_t i = 0; i < keep; i++)
+		bin->e[i] = bin->e[i + drop];
+	bin->n = keep;
+}
+
+void mb_tcache_flush_all(struct mb_tcache *tc)
+{
+	mb_heap_lock();
+	for (int t = 0; t < MB_NTYPES; t++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			struct mb_tbin *bin = &tc->bin[t][c];
+			flush_locked(bin->e, bin->n);
+			bin->n = 0;
+		}
+	mb_heap_unlock();
+}
+
+void mb_tcache_sum_counts_locked(struct mb_counts *out)
+{
+	for (struct mb_tcache *tc = all_caches; tc; tc = tc->next)
+		counts_add(out, &tc->counts);
+}
+
+void mb_tcache_after_fork_child(void)
+{
+	/* Only the forking thread survives; the other threads' caches stay
+	 * allocated (their objects are simply lost, as with every malloc), but
+	 * their counters must not be counted twice. Keep ours. */
+	struct mb_tcache *self = mb_tc;
+	for (struct mb_tcache *tc = all_caches; tc; tc = tc->next)
+		if (tc != self)
+			counts_add(&mb_heap.counts, &tc->counts);
+	all_caches = self;
+	if (self)
+		self->next = self->prev = NULL;
+}

@@ -1,0 +1,44 @@
+/* Layer 4: per-thread caches of free small objects per (type, size class).
+ * Entries are kept in arrays, never threaded through the objects, so user
+ * memory never holds allocator pointers. */
+#ifndef MB_TCACHE_H
+#define MB_TCACHE_H
+
+#include "heap.h"
+#include "slab.h"
+
+struct mb_tbin {
+	uint32_t n, cap;
+	struct mb_tentry *e;
+};
+
+struct mb_tcache {
+	struct mb_tbin bin[MB_NTYPES][MB_NCLASSES];
+	struct mb_counts counts;
+	struct mb_tcache *next, *prev; /* all live caches, for statistics */
+	size_t bytes;                  /* size of this record */
+	struct mb_tentry storage[];
+};
+
+#define MB_TLS __attribute__((tls_model("initial-exec")))
+
+/* NULL until the thread's first small allocation, and after it exits. */
+extern __thread struct mb_tcache *mb_tc MB_TLS;
+/* Set while a thread is creating or tearing down its cache. */
+extern __thread int mb_tc_busy MB_TLS;
+
+/* Create this thread's cache; NULL if it cannot have one right now. */
+struct mb_tcache *mb_tcache_create(void);
+/* Refill a bin from the central slabs; returns entries now in the bin. */
+uint32_t mb_tcache_refill(struct mb_tcache *tc, int type, unsigned sclass);
+/* Return the older half of a full bin to the slabs. */
+void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep);
+/* Flush every bin of this thread (before fork, at trim, at exit). */
+void mb_tcache_flush_all(struct mb_tcache *tc);
+/* Sum the counters of every live cache into *out (lock held). */
+void mb_tcache_sum_counts_locked(struct mb_counts *out);
+
+void mb_tcache_init_key(void);
+void mb_tcache_after_fork_child(void);
+
+#endif
