@@ -20,6 +20,45 @@ enum mbuddy_type {
 void *mbuddy_malloc(size_t size, int type);
 void *mbuddy_calloc(size_t nmemb, size_t size, int type);
 
+/* ---- statistics (see STATISTICS in libmbuddy(3)) ---- */
+
+#define MBUDDY_MAX_ORDERS 16
+enum { MBUDDY_STATS_TEXT = 0, MBUDDY_STATS_JSON = 1 };
+
+struct mbuddy_type_stats {
+	unsigned long long free[MBUDDY_MAX_ORDERS]; /* free blocks per order */
+	unsigned long long pageblocks; /* pageblocks owned */
+	unsigned long long allocs;     /* buddy allocations requested */
+	unsigned long long fallbacks;  /* of those, served from another type */
+	unsigned long long failures;   /* of those, refused for lack of memory */
+	unsigned long long objects;    /* malloc-level allocations of this type */
+};
+
+struct mbuddy_stats {
+	unsigned max_order;            /* MAX_ORDER; pageblock order is max_order-1 */
+	unsigned long long pageblock_bytes;
+	unsigned long long reserved_bytes;       /* the heap region */
+	unsigned long long resident_bytes;       /* process RSS */
+	unsigned long long buddy_allocated_bytes;
+	unsigned long long live_bytes;           /* usable bytes of live objects */
+	unsigned long long released_bytes;       /* returned to the kernel so far */
+	unsigned long long global_free_pageblocks;
+	unsigned long long global_resident_pageblocks;
+	unsigned long long global_steals, global_refills;
+	unsigned long long mallocs, frees;
+	struct mbuddy_type_stats types[3];
+	double unusable_free_space[MBUDDY_MAX_ORDERS];
+	double fragmentation_index[MBUDDY_MAX_ORDERS];
+};
+
+/* Fill *st with a snapshot of the heap. Returns 0, or -1 if the heap could
+ * not be set up. */
+int mbuddy_stats_get(struct mbuddy_stats *st);
+/* Write the report to a file descriptor in MBUDDY_STATS_TEXT or _JSON. */
+int mbuddy_stats_print(int fd, int format);
+/* The type owning the pageblock that holds live allocation p, or -1. */
+int mbuddy_pointer_type(const void *p);
+
 /* Give every allocation of this thread the type `type` (or, with -1, let
  * call-site classification decide again). Returns the previous setting. */
 int mbuddy_set_thread_type(int type);

@@ -6,6 +6,7 @@
 #include "heap.h"
 #include "report.h"
 #include "slab.h"
+#include "stats.h"
 #include "tcache.h"
 
 #include <errno.h>
@@ -31,6 +32,7 @@ static __attribute__((noinline)) void *small_slow(size_t n, int type)
 		errno = ENOMEM;
 		return NULL;
 	}
+	mb_stats_poll();
 	unsigned c = mb_size_class(n);
 	struct mb_tcache *tc = mb_tc;
 	if (!tc)
@@ -80,6 +82,7 @@ void *mb_malloc(size_t n, int type)
 		errno = ENOMEM;
 		return NULL;
 	}
+	mb_stats_poll();
 	return mb_large_alloc(n, 0, type, 0);
 }
 

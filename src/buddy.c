@@ -139,6 +139,8 @@ static void global_take(struct mb_buddy *b, size_t pb, int type)
 	set_pb_type(b, pb, type);
 	b->pb_owned[type]++;
 	b->count.global_steals++;
+	if (pb >= b->pb_high)
+		b->pb_high = pb + 1;
 }
 
 /* The lowest global pageblock at or above `from` that is in the pool. */

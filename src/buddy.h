@@ -99,6 +99,7 @@ struct mb_buddy {
 	uint32_t dirty_head, dirty_tail;
 	size_t nr_dirty;
 	size_t clean_hint; /* no clean global pageblock below this index */
+	size_t pb_high;    /* pageblocks below this index have been used */
 
 	struct mb_free_area free_area[MB_NTYPES][MB_MAX_ORDER_MAX];
 	size_t nr_global;

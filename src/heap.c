@@ -4,6 +4,7 @@
 #include "options.h"
 #include "region.h"
 #include "report.h"
+#include "stats.h"
 #include "tcache.h"
 
 #include <errno.h>
@@ -14,8 +15,6 @@ struct mb_heap mb_heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
 volatile int mb_heap_state;
 static __thread int init_owner MB_TLS;
 
-/* Hooks that other layers register to join fork handling and init. */
-void mb_stats_init(void) __attribute__((weak));
 
 uint64_t mb_now_ms(void)
 {
@@ -82,8 +81,7 @@ int mb_heap_ensure(void)
 		if (rc == 0) {
 			/* These may allocate, so they run once the heap is ready. */
 			pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-			if (mb_stats_init)
-				mb_stats_init();
+			mb_stats_init();
 		}
 		return rc;
 	}

@@ -1,0 +1,466 @@
+#include "config.h"
+#include "stats.h"
+#include "fragmentation.h"
+#include "metadata.h"
+#include "options.h"
+#include "region.h"
+#include "tcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile int mb_stats_requested;
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static int dump_error_reported;
+static int exit_dumped;
+
+/* ---- writer ---- */
+
+int mb_out_flush(struct mb_out *o)
+{
+	size_t off = 0;
+	while (off < o->n && !o->failed) {
+		ssize_t w = write(o->fd, o->buf + off, o->n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			o->failed = 1;
+		else
+			off += (size_t)w;
+	}
+	o->n = 0;
+	return o->failed ? -1 : 0;
+}
+
+void mb_out_str(struct mb_out *o, const char *s)
+{
+	while (*s) {
+		if (o->n == sizeof o->buf)
+			mb_out_flush(o);
+		o->buf[o->n++] = *s++;
+	}
+}
+
+void mb_out_fmt(struct mb_out *o, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	mb_out_str(o, tmp);
+}
+
+void mb_out_json_str(struct mb_out *o, const char *s)
+{
+	mb_out_str(o, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			mb_out_fmt(o, "\\%c", c);
+		else if (c < 0x20)
+			mb_out_fmt(o, "\\u%04x", c);
+		else {
+			char ch[2] = { (char)c, 0 };
+			mb_out_str(o, ch);
+		}
+	}
+	mb_out_str(o, "\"");
+}
+
+/* ---- snapshot ---- */
+
+static uint64_t read_rss(void)
+{
+	char buf[128];
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	unsigned long size, resident;
+	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
+		return 0;
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+void mb_stats_snapshot(struct mb_snapshot *s)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	memset(s, 0, sizeof(*s));
+	s->rss_bytes = read_rss();
+	mb_heap_lock();
+	s->max_order = b->max_order;
+	s->pb_order = b->pb_order;
+	s->region_bytes = mb_heap.region_bytes;
+	s->nblocks = b->nblocks;
+	s->pb_bytes = b->pb_pages << MB_PAGE_SHIFT;
+	for (int t = 0; t < MB_NTYPES; t++) {
+		for (unsigned o = 0; o < b->pb_order; o++)
+			s->nr_free[t][o] = b->free_area[t][o].nr_free;
+		s->pb_owned[t] = b->pb_owned[t];
+	}
+	s->global_free = b->nr_global;
+	s->global_resident = b->nr_dirty;
+	s->count = b->count;
+	s->counts = mb_heap.counts;
+	mb_tcache_sum_counts_locked(&s->counts);
+	s->pages_allocated = b->pages_allocated;
+	s->slab_pages = mb_heap.slab_pages;
+	s->large_objects = mb_heap.large_objects;
+	s->released_bytes = mb_heap.released_bytes;
+	s->calloc_zero_skips = mb_heap.calloc_zero_skips;
+	s->inplace_grows = mb_heap.inplace_grows;
+	s->inplace_shrinks = mb_heap.inplace_shrinks;
+	/* The page array is reserved for the whole region but only touched
+	 * up to the highest pageblock used. */
+	s->meta_bytes = mb_meta_mapped() + b->pb_high * b->pb_pages * sizeof(struct mb_page);
+	mb_heap_unlock();
+}
+
+/* Free blocks of every type per order, the global pool at the top order. */
+static void all_free(const struct mb_snapshot *s, uint64_t *nr)
+{
+	for (unsigned o = 0; o < s->max_order; o++) {
+		nr[o] = 0;
+		for (int t = 0; t < MB_NTYPES; t++)
+			nr[o] += s->nr_free[t][o];
+	}
+	nr[s->pb_order] += s->global_free;
+}
+
+/* Per pageblock: owner (0-2 type, 3 global) and pages in use, copied under
+ * the lock into a private mapping so the report never touches the heap. */
+struct pb_entry {
+	uint8_t owner;
+	uint8_t resident;
+	uint16_t pad;
+	uint32_t used;
+};
+
+static struct pb_entry *snapshot_pageblocks(size_t *count, size_t *bytes)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	mb_heap_lock();
+	size_t n = b->pb_high;
+	*bytes = (n * sizeof(struct pb_entry) + 4095) & ~(size_t)4095;
+	struct pb_entry *e = n ? mb_os_reserve(*bytes, 4096) : NULL;
+	if (e) {
+		for (size_t pb = 0; pb < n; pb++) {
+			e[pb].owner = (uint8_t)mb_buddy_pb_type(b, pb);
+			e[pb].used = b->pb_used[pb];
+			e[pb].resident = e[pb].owner != MB_PB_GLOBAL ||
+					 b->pb_prev[pb] != MB_NIL || b->dirty_head == pb;
+		}
+	}
+	mb_heap_unlock();
+	*count = e ? n : 0;
+	return e;
+}
+
+static const char *owner_name(unsigned owner)
+{
+	return owner < MB_NTYPES ? mb_type_names[owner] : "global";
+}
+
+static void write_mib(struct mb_out *o, const char *label, uint64_t bytes)
+{
+	mb_out_fmt(o, "  %-30s %16llu B  %10.1f MiB\n", label, (unsigned long long)bytes,
+		   (double)bytes / (1 << 20));
+}
+
+static void program_name(char *out, size_t len)
+{
+	out[0] = 0;
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, out, len - 1);
+	close(fd);
+	if (n <= 0)
+		n = 0;
+	out[n] = 0;
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = 0;
+}
+
+static void write_text(struct mb_out *o, const struct mb_snapshot *s)
+{
+	char prog[64];
+	program_name(prog, sizeof prog);
+	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
+	all_free(s, nr);
+
+	mb_out_fmt(o, "libmbuddy statistics: pid %d (%s)\n", (int)getpid(), prog);
+	mb_out_fmt(o, "Heap of %.1f MiB in %zu pageblocks of %zu KiB (MAX_ORDER %u), classification %s\n\n",
+		   (double)s->region_bytes / (1 << 20), s->nblocks, s->pb_bytes >> 10, s->max_order,
+		   mb_opt.classify ? "auto" : "off");
+
+	mb_out_str(o, "Memory\n");
+	write_mib(o, "reserved (address space)", s->region_bytes);
+	write_mib(o, "resident (process RSS)", s->rss_bytes);
+	write_mib(o, "taken from the buddy", (uint64_t)s->pages_allocated << MB_PAGE_SHIFT);
+	write_mib(o, "  of which slabs", s->slab_pages << MB_PAGE_SHIFT);
+	write_mib(o, "live (usable size)", s->counts.live_bytes > 0 ? (uint64_t)s->counts.live_bytes : 0);
+	write_mib(o, "live large (as requested)", s->counts.live_requested > 0 ? (uint64_t)s->counts.live_requested : 0);
+	write_mib(o, "idle in the global pool", (uint64_t)s->global_resident * s->pb_bytes);
+	write_mib(o, "returned to the kernel", s->released_bytes);
+	write_mib(o, "metadata in use (out of band)", s->meta_bytes);
+	mb_out_str(o, "\n");
+
+	/* /proc/buddyinfo: free blocks per order, all types; then the pool. */
+	mb_out_str(o, "Buddyinfo (free blocks per order; the last column is the global pool)\n");
+	mb_out_str(o, "Heap     ");
+	for (unsigned k = 0; k < s->pb_order; k++)
+		mb_out_fmt(o, " %6u", k);
+	mb_out_str(o, "  global\n         ");
+	for (unsigned k = 0; k < s->pb_order; k++)
+		mb_out_fmt(o, " %6llu", (unsigned long long)nr[k]);
+	mb_out_fmt(o, "  %6zu\n\n", s->global_free);
+
+	/* /proc/pagetypeinfo: the same per type. */
+	mb_out_str(o, "Free blocks per type and order\n");
+	mb_out_str(o, "type               ");
+	for (unsigned k = 0; k < s->pb_order; k++)
+		mb_out_fmt(o, " %6u", k);
+	mb_out_str(o, "\n");
+	for (int t = 0; t < MB_NTYPES; t++) {
+		mb_out_fmt(o, "%-10s %-8s", mb_type_names[t], mb_type_aliases[t]);
+		for (unsigned k = 0; k < s->pb_order; k++)
+			mb_out_fmt(o, " %6llu", (unsigned long long)s->nr_free[t][k]);
+		mb_out_str(o, "\n");
+	}
+	mb_out_fmt(o, "Global pool (order %u): %zu free pageblocks, %zu of them resident\n\n",
+		   s->pb_order, s->global_free, s->global_resident);
+
+	mb_out_str(o, "Pageblocks per type\n");
+	for (int t = 0; t < MB_NTYPES; t++)
+		mb_out_fmt(o, "  %-10s %8zu  (%.1f MiB)\n", mb_type_names[t], s->pb_owned[t],
+			   (double)s->pb_owned[t] * (double)s->pb_bytes / (1 << 20));
+	mb_out_fmt(o, "  %-10s %8zu\n\n", "global", s->global_free);
+
+	/* The patch's bean counters, in its own words. */
+	mb_out_str(o, "Global beancounters\n");
+	mb_out_fmt(o, "Global steals:     %llu\n", (unsigned long long)s->count.global_steals);
+	mb_out_fmt(o, "Global refills:    %llu\n", (unsigned long long)s->count.global_refills);
+	for (int t = 0; t < MB_NTYPES; t++) {
+		char label[32];
+		snprintf(label, sizeof label, "%s allocs:", mb_type_names[t]);
+		mb_out_fmt(o, "%-18s %llu\n", label, (unsigned long long)s->count.allocs[t]);
+	}
+	for (int t = 0; t < MB_NTYPES; t++)
+		mb_out_fmt(o, "%-10s Fallback count: %llu\n", mb_type_names[t], (unsigned long long)s->count.fallbacks[t]);
+	mb_out_str(o, "\n");
+
+	mb_out_str(o, "Allocator counters\n");
+	for (int t = 0; t < MB_NTYPES; t++)
+		mb_out_fmt(o, "  %-10s objects allocated   %llu\n", mb_type_names[t],
+			   (unsigned long long)s->counts.mallocs[t]);
+	mb_out_fmt(o, "  objects freed                  %llu\n", (unsigned long long)s->counts.frees);
+	mb_out_fmt(o, "  large objects live             %llu\n", (unsigned long long)s->large_objects);
+	mb_out_fmt(o, "  failed buddy requests          %llu\n",
+		   (unsigned long long)(s->count.failures[0] + s->count.failures[1] + s->count.failures[2]));
+	mb_out_fmt(o, "  pageblocks returned to kernel  %llu\n", (unsigned long long)s->count.released_pageblocks);
+	mb_out_fmt(o, "  calloc clears skipped          %llu\n", (unsigned long long)s->calloc_zero_skips);
+	mb_out_fmt(o, "  realloc in place (grow/shrink) %llu/%llu\n\n", (unsigned long long)s->inplace_grows,
+		   (unsigned long long)s->inplace_shrinks);
+
+	mb_out_str(o, "Fragmentation per order (kernel's unusable free space index / fragmentation index)\n");
+	mb_out_str(o, "order    ");
+	for (unsigned k = 0; k < s->max_order; k++)
+		mb_out_fmt(o, " %6u", k);
+	mb_out_str(o, "\nunusable ");
+	for (unsigned k = 0; k < s->max_order; k++)
+		mb_out_fmt(o, " %6.3f", mb_unusable_free_index(nr, s->max_order, k));
+	mb_out_str(o, "\nfragidx  ");
+	for (unsigned k = 0; k < s->max_order; k++)
+		mb_out_fmt(o, " %6.3f", mb_fragmentation_index(nr, s->max_order, k));
+	mb_out_str(o, "\n\n");
+
+	if (mb_classify_write_sites)
+		mb_classify_write_sites(o, 0);
+}
+
+static void json_u64_array(struct mb_out *o, const uint64_t *v, unsigned n)
+{
+	mb_out_str(o, "[");
+	for (unsigned i = 0; i < n; i++)
+		mb_out_fmt(o, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
+	mb_out_str(o, "]");
+}
+
+static void write_json(struct mb_out *o, const struct mb_snapshot *s)
+{
+	char prog[64];
+	program_name(prog, sizeof prog);
+	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
+	all_free(s, nr);
+
+	mb_out_fmt(o, "{\"pid\":%d,\"program\":", (int)getpid());
+	mb_out_json_str(o, prog);
+	mb_out_fmt(o, ",\"max_order\":%u,\"pageblock_order\":%u,\"page_bytes\":%zu,\"pageblock_bytes\":%zu,"
+		      "\"pageblocks_total\":%zu,\"classify\":\"%s\",",
+		   s->max_order, s->pb_order, MB_PAGE_SIZE, s->pb_bytes, s->nblocks, mb_opt.classify ? "auto" : "off");
+
+	mb_out_str(o, "\"types\":[");
+	for (int t = 0; t < MB_NTYPES; t++) {
+		mb_out_fmt(o, "%s{\"name\":\"%s\",\"alias\":\"%s\",\"free\":", t ? "," : "", mb_type_names[t],
+			   mb_type_aliases[t]);
+		json_u64_array(o, s->nr_free[t], s->pb_order);
+		mb_out_fmt(o, ",\"pageblocks\":%zu,\"allocs\":%llu,\"fallbacks\":%llu,\"failures\":%llu,\"objects\":%llu}",
+			   s->pb_owned[t], (unsigned long long)s->count.allocs[t],
+			   (unsigned long long)s->count.fallbacks[t], (unsigned long long)s->count.failures[t],
+			   (unsigned long long)s->counts.mallocs[t]);
+	}
+	mb_out_fmt(o, "],\"global\":{\"free_pageblocks\":%zu,\"resident_pageblocks\":%zu},", s->global_free,
+		   s->global_resident);
+
+	uint64_t mallocs = s->counts.mallocs[0] + s->counts.mallocs[1] + s->counts.mallocs[2];
+	mb_out_fmt(o, "\"counters\":{\"global_steals\":%llu,\"global_refills\":%llu,\"mallocs\":%llu,\"frees\":%llu,"
+		      "\"released_pageblocks\":%llu,\"release_failures\":%llu,\"calloc_zero_skips\":%llu,"
+		      "\"realloc_inplace_grows\":%llu,\"realloc_inplace_shrinks\":%llu,\"large_objects\":%llu},",
+		   (unsigned long long)s->count.global_steals, (unsigned long long)s->count.global_refills,
+		   (unsigned long long)mallocs, (unsigned long long)s->counts.frees,
+		   (unsigned long long)s->count.released_pageblocks, (unsigned long long)s->count.release_failures,
+		   (unsigned long long)s->calloc_zero_skips, (unsigned long long)s->inplace_grows,
+		   (unsigned long long)s->inplace_shrinks, (unsigned long long)s->large_objects);
+
+	mb_out_fmt(o, "\"heap\":{\"reserved_bytes\":%zu,\"resident_bytes\":%llu,\"buddy_allocated_bytes\":%llu,"
+		      "\"slab_bytes\":%llu,\"live_bytes\":%lld,\"live_large_requested_bytes\":%lld,"
+		      "\"idle_pool_bytes\":%llu,\"released_bytes\":%llu,\"metadata_bytes\":%zu},",
+		   s->region_bytes, (unsigned long long)s->rss_bytes,
+		   (unsigned long long)s->pages_allocated << MB_PAGE_SHIFT,
+		   (unsigned long long)s->slab_pages << MB_PAGE_SHIFT, (long long)s->counts.live_bytes,
+		   (long long)s->counts.live_requested, (unsigned long long)s->global_resident * s->pb_bytes,
+		   (unsigned long long)s->released_bytes, s->meta_bytes);
+
+	mb_out_str(o, "\"fragmentation\":{\"unusable_free_space\":[");
+	for (unsigned k = 0; k < s->max_order; k++)
+		mb_out_fmt(o, "%s%.4f", k ? "," : "", mb_unusable_free_index(nr, s->max_order, k));
+	mb_out_str(o, "],\"fragmentation_index\":[");
+	for (unsigned k = 0; k < s->max_order; k++)
+		mb_out_fmt(o, "%s%.4f", k ? "," : "", mb_fragmentation_index(nr, s->max_order, k));
+	mb_out_str(o, "]},");
+
+	mb_out_str(o, "\"sites\":[");
+	if (mb_classify_write_sites)
+		mb_classify_write_sites(o, 1);
+	mb_out_str(o, "],");
+
+	size_t npb = 0, map_bytes = 0;
+	struct pb_entry *pbs = snapshot_pageblocks(&npb, &map_bytes);
+	mb_out_str(o, "\"pageblocks\":[");
+	for (size_t i = 0; i < npb; i++)
+		mb_out_fmt(o, "%s{\"index\":%zu,\"owner\":\"%s\",\"used_pages\":%u,\"resident\":%s}", i ? "," : "", i,
+			   owner_name(pbs[i].owner), pbs[i].used, pbs[i].resident ? "true" : "false");
+	mb_out_str(o, "]}\n");
+	if (pbs)
+		mb_os_unreserve(pbs, map_bytes);
+}
+
+int mb_stats_write(int fd, int format)
+{
+	if (mb_heap_ensure() != 0)
+		return -1;
+	static struct mb_out out; /* under dump_lock: 8 KiB kept off the stack */
+	static struct mb_snapshot snap;
+	pthread_mutex_lock(&dump_lock);
+	out.fd = fd;
+	out.failed = 0;
+	out.n = 0;
+	mb_stats_snapshot(&snap);
+	if (format == MB_STATS_JSON)
+		write_json(&out, &snap);
+	else
+		write_text(&out, &snap);
+	int rc = mb_out_flush(&out);
+	pthread_mutex_unlock(&dump_lock);
+	return rc;
+}
+
+/* ---- where and when to dump ---- */
+
+/* MBUDDY_STATS as a path, with every %p replaced by the pid. */
+static int open_target(char *path, size_t len)
+{
+	const char *v = mb_opt.stats;
+	if (strcmp(v, "1") == 0 || strcmp(v, "stderr") == 0)
+		return STDERR_FILENO;
+	size_t n = 0;
+	for (const char *p = v; *p && n + 24 < len; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			n += (size_t)snprintf(path + n, len - n, "%d", (int)getpid());
+			p++;
+		} else {
+			path[n++] = *p;
+		}
+	}
+	path[n] = 0;
+	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+static void dump_now(void)
+{
+	char path[4096];
+	int saved = errno;
+	int fd = open_target(path, sizeof path);
+	int rc = fd < 0 ? -1 : mb_stats_write(fd, mb_opt.stats_format);
+	if (rc != 0 && !dump_error_reported) {
+		dump_error_reported = 1;
+		mb_warn("cannot write statistics to %s: %s", fd == STDERR_FILENO ? "stderr" : path, strerror(errno));
+	}
+	if (fd > STDERR_FILENO)
+		close(fd);
+	errno = saved;
+}
+
+__attribute__((destructor)) static void stats_at_exit(void)
+{
+	/* A program that never allocated still gets the report it asked for. */
+	if (mb_heap_state == 0 && getenv("MBUDDY_STATS"))
+		mb_heap_ensure();
+	if (mb_opt.stats && mb_heap_state == 2 && !exit_dumped) {
+		exit_dumped = 1;
+		dump_now();
+	}
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	mb_stats_requested = 1;
+}
+
+void mb_stats_poll(void)
+{
+	if (!mb_stats_requested)
+		return;
+	mb_stats_requested = 0;
+	if (mb_opt.stats)
+		dump_now();
+	else
+		mb_stats_write(STDERR_FILENO, mb_opt.stats_format);
+}
+
+void mb_stats_init(void)
+{
+	if (mb_opt.stats_signal) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_signal;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(mb_opt.stats_signal, &sa, NULL);
+	}
+}

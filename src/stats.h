@@ -1,0 +1,59 @@
+/* Layer 6: the report. A snapshot of the heap taken under the lock, then
+ * written as text for people (buddyinfo / pagetypeinfo style, the patch's
+ * bean counters) or JSON for tools, with plain write(2) calls so that a
+ * dump never allocates from the heap it describes. */
+#ifndef MB_STATS_H
+#define MB_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buddy.h"
+#include "heap.h"
+
+/* A buffered writer on a file descriptor. */
+struct mb_out {
+	int fd;
+	int failed;
+	size_t n;
+	char buf[8192];
+};
+
+void mb_out_str(struct mb_out *o, const char *s);
+void mb_out_fmt(struct mb_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string literal, escaped. */
+void mb_out_json_str(struct mb_out *o, const char *s);
+int mb_out_flush(struct mb_out *o);
+
+struct mb_snapshot {
+	unsigned max_order, pb_order;
+	size_t region_bytes, nblocks, pb_bytes;
+	uint64_t nr_free[MB_NTYPES][MB_MAX_ORDER_MAX];
+	size_t global_free, global_resident;
+	size_t pb_owned[MB_NTYPES];
+	struct mb_buddy_counters count;
+	struct mb_counts counts;
+	size_t pages_allocated;
+	uint64_t slab_pages, large_objects, released_bytes, calloc_zero_skips;
+	uint64_t inplace_grows, inplace_shrinks;
+	size_t meta_bytes;
+	uint64_t rss_bytes;
+};
+
+/* Take a snapshot (takes and releases the heap lock). */
+void mb_stats_snapshot(struct mb_snapshot *s);
+
+/* Write a full report; format is enum mb_stats_format. 0 on success. */
+int mb_stats_write(int fd, int format);
+
+/* Called at heap initialisation: arms the exit dump and the signal. */
+void mb_stats_init(void);
+/* Called on allocator slow paths, outside the lock: performs a dump that
+ * a signal asked for. */
+void mb_stats_poll(void);
+extern volatile int mb_stats_requested;
+
+/* Call-site section, written by the classification layer when present. */
+void mb_classify_write_sites(struct mb_out *o, int json) __attribute__((weak));
+
+#endif
