@@ -33,35 +33,46 @@ static void *new_failed(size_t n, size_t align, void *ra)
 			abort();
 		}
 		h();
-		void *p = align ? mb_memalign(align, n, mb_classify(ra, n)) : mb_malloc(n, mb_classify(ra, n));
+		int t = mb_classify(ra, n) & MB_TYPE_MASK;
+		void *p = align ? mb_memalign(align, n, t) : mb_malloc(n, t);
 		if (p)
 			return p;
 	}
 }
 
+#define T(t) ((t) & MB_TYPE_MASK)
+
 static inline void *op_new(size_t n, void *ra)
 {
-	void *p = mb_malloc(n, mb_classify(ra, n));
+	int t = mb_classify(ra, n);
+	void *p = mb_sampled(mb_malloc(n, T(t)), t, n);
 	return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra);
 }
 
 static inline void *op_new_aligned(size_t n, size_t align, void *ra)
 {
-	void *p = mb_memalign(align, n, mb_classify(ra, n));
+	int t = mb_classify(ra, n);
+	void *p = mb_sampled(mb_memalign(align, n, T(t)), t, n);
 	return p ? p : new_failed(n, align, ra);
+}
+
+static inline void *op_new_nothrow(size_t n, size_t align, void *ra)
+{
+	int t = mb_classify(ra, n);
+	return mb_sampled(align ? mb_memalign(align, n, T(t)) : mb_malloc(n, T(t)), t, n);
 }
 
 /* new, new[] */
 EXPORT void *_Znwm(size_t n) { return op_new(n, CALLER); }
 EXPORT void *_Znam(size_t n) { return op_new(n, CALLER); }
 /* nothrow */
-EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return mb_malloc(n, mb_classify(CALLER, n)); }
-EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return mb_malloc(n, mb_classify(CALLER, n)); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return op_new_nothrow(n, 0, CALLER); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return op_new_nothrow(n, 0, CALLER); }
 /* aligned */
 EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a, CALLER); }
 EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a, CALLER); }
-EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return mb_memalign(a, n, mb_classify(CALLER, n)); }
-EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return mb_memalign(a, n, mb_classify(CALLER, n)); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return op_new_nothrow(n, a, CALLER); }
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return op_new_nothrow(n, a, CALLER); }
 
 /* delete, delete[], sized, aligned, nothrow: all checked like free(). */
 EXPORT void _ZdlPv(void *p) { mb_free(p, "operator delete"); }

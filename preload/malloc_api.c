@@ -2,6 +2,7 @@
  * picks the reclaim type for its caller and translates the call. */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -17,10 +18,12 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define CALLER __builtin_return_address(0)
+#define T(t) ((t) & MB_TYPE_MASK)
 
 EXPORT void *malloc(size_t n)
 {
-	return mb_malloc(n, mb_classify(CALLER, n));
+	int t = mb_classify(CALLER, n);
+	return mb_sampled(mb_malloc(n, T(t)), t, n);
 }
 
 EXPORT void free(void *p)
@@ -35,12 +38,16 @@ EXPORT void cfree(void *p)
 
 EXPORT void *calloc(size_t nmemb, size_t size)
 {
-	return mb_calloc(nmemb, size, mb_classify(CALLER, nmemb * size));
+	int t = mb_classify(CALLER, nmemb * size);
+	return mb_sampled(mb_calloc(nmemb, size, T(t)), t, nmemb * size);
 }
 
 EXPORT void *realloc(void *p, size_t n)
 {
-	return mb_realloc(p, n, mb_classify(CALLER, n), "realloc");
+	int t = mb_classify(CALLER, n);
+	void *q = mb_realloc(p, n, T(t), "realloc");
+	/* A block that stayed in place keeps its own sample state. */
+	return q != p ? mb_sampled(q, t, n) : q;
 }
 
 EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
@@ -50,7 +57,9 @@ EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return mb_realloc(p, n, mb_classify(CALLER, n), "reallocarray");
+	int t = mb_classify(CALLER, n);
+	void *q = mb_realloc(p, n, T(t), "reallocarray");
+	return q != p ? mb_sampled(q, t, n) : q;
 }
 
 static int power_of_two(size_t a)
@@ -71,7 +80,8 @@ static void *memalign_rounded(size_t align, size_t n, void *ra)
 			a <<= 1;
 		align = a;
 	}
-	return mb_memalign(align, n, mb_classify(ra, n));
+	int t = mb_classify(ra, n);
+	return mb_sampled(mb_memalign(align, n, T(t)), t, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
@@ -89,7 +99,8 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 	if (align % sizeof(void *) != 0 || !power_of_two(align))
 		return EINVAL;
 	int saved = errno;
-	void *p = mb_memalign(align, n, mb_classify(CALLER, n));
+	int t = mb_classify(CALLER, n);
+	void *p = mb_sampled(mb_memalign(align, n, T(t)), t, n);
 	if (!p) {
 		errno = saved;
 		return ENOMEM;
@@ -100,7 +111,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 
 EXPORT void *valloc(size_t n)
 {
-	return mb_memalign((size_t)sysconf(_SC_PAGESIZE), n, mb_classify(CALLER, n));
+	return memalign_rounded((size_t)sysconf(_SC_PAGESIZE), n, CALLER);
 }
 
 EXPORT void *pvalloc(size_t n)
@@ -111,7 +122,7 @@ EXPORT void *pvalloc(size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return mb_memalign(page, r ? r : page, mb_classify(CALLER, n));
+	return memalign_rounded(page, r ? r : page, CALLER);
 }
 
 EXPORT size_t malloc_usable_size(void *p)
@@ -175,12 +186,12 @@ EXPORT struct mallinfo mallinfo(void)
 }
 
 /* glibc's internal names, which some programs and libraries call. */
-EXPORT void *__libc_malloc(size_t n) { return mb_malloc(n, mb_classify(CALLER, n)); }
+EXPORT void *__libc_malloc(size_t n) { int t = mb_classify(CALLER, n); return mb_sampled(mb_malloc(n, T(t)), t, n); }
 EXPORT void __libc_free(void *p) { mb_free(p, "free"); }
-EXPORT void *__libc_calloc(size_t a, size_t b) { return mb_calloc(a, b, mb_classify(CALLER, a * b)); }
-EXPORT void *__libc_realloc(void *p, size_t n) { return mb_realloc(p, n, mb_classify(CALLER, n), "realloc"); }
+EXPORT void *__libc_calloc(size_t a, size_t b) { int t = mb_classify(CALLER, a * b); return mb_sampled(mb_calloc(a, b, T(t)), t, a * b); }
+EXPORT void *__libc_realloc(void *p, size_t n) { int t = mb_classify(CALLER, n); void *q = mb_realloc(p, n, T(t), "realloc"); return q != p ? mb_sampled(q, t, n) : q; }
 EXPORT void *__libc_memalign(size_t a, size_t n) { return memalign_rounded(a, n, CALLER); }
-EXPORT void *__libc_valloc(size_t n) { return mb_memalign((size_t)sysconf(_SC_PAGESIZE), n, mb_classify(CALLER, n)); }
+EXPORT void *__libc_valloc(size_t n) { return memalign_rounded((size_t)sysconf(_SC_PAGESIZE), n, CALLER); }
 EXPORT void *__libc_pvalloc(size_t n) { return pvalloc(n); }
 
 /* ---- the typed API of mbuddy.h ---- */
@@ -206,6 +217,18 @@ EXPORT void *mbuddy_calloc(size_t nmemb, size_t size, int type)
 		return NULL;
 	}
 	return mb_calloc(nmemb, size, type);
+}
+
+/* dlclose can unmap code whose return addresses sites are keyed on. */
+EXPORT int dlclose(void *handle)
+{
+	static int (*real_dlclose)(void *);
+	if (!real_dlclose)
+		real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+	int rc = real_dlclose ? real_dlclose(handle) : -1;
+	if (rc == 0)
+		mb_classify_code_unmapped();
+	return rc;
 }
 
 EXPORT int mbuddy_set_thread_type(int type)

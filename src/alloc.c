@@ -3,6 +3,7 @@
  * metadata before anything is written. */
 #include "config.h"
 #include "alloc.h"
+#include "classify.h"
 #include "heap.h"
 #include "report.h"
 #include "slab.h"
@@ -21,6 +22,9 @@ static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int type, uns
 	*e.st = MB_OBJ_ALLOCATED;
 	tc->counts.mallocs[type]++;
 	tc->counts.live_bytes += mb_classes[c].size;
+	tc->clock_pending += mb_classes[c].size;
+	if (unlikely(tc->clock_pending >= 65536))
+		mb_tcache_tick(tc);
 	return e.p;
 }
 
@@ -38,6 +42,7 @@ static __attribute__((noinline)) void *small_slow(size_t n, int type)
 	if (!tc)
 		tc = mb_tcache_create();
 	if (tc) {
+		mb_tcache_maybe_flush_all(tc);
 		struct mb_tbin *bin = &tc->bin[type][c];
 		if (bin->n || mb_tcache_refill(tc, type, c))
 			return pop(tc, bin, type, c);
@@ -130,6 +135,7 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 	if (!tc)
 		tc = mb_tcache_create();
 	if (tc) {
+		mb_tcache_maybe_flush_all(tc);
 		struct mb_tbin *bin = &tc->bin[s->type][s->sclass];
 		if (bin->n == bin->cap)
 			mb_tcache_flush(tc, bin, bin->cap / 2);
@@ -170,8 +176,11 @@ void mb_free(void *p, const char *func)
 		if (unlikely(s == NULL))
 			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
 		uint8_t *st = &s->state[i];
-		if (unlikely(*st != MB_OBJ_ALLOCATED))
-			mb_fatal_pointer(func, "double free detected", p);
+		if (unlikely(*st != MB_OBJ_ALLOCATED)) {
+			if (*st != MB_OBJ_SAMPLED)
+				mb_fatal_pointer(func, "double free detected", p);
+			mb_classify_freed(p);
+		}
 		*st = MB_OBJ_CACHED;
 		struct mb_tcache *tc = mb_tc;
 		if (likely(tc != NULL)) {
@@ -196,6 +205,8 @@ void mb_free(void *p, const char *func)
 				 ? "invalid pointer (inside an allocation)"
 				 : "double free or invalid pointer", p);
 	int saved = errno;
+	if (m->user16 & MB_LARGE_SAMPLED)
+		mb_classify_freed(p);
 	mb_large_free(p, m);
 	errno = saved;
 }
@@ -210,7 +221,7 @@ size_t mb_usable_size(const void *p, const char *func)
 	if (m->kind == MB_KIND_SLAB) {
 		uint32_t i;
 		struct mb_slab *s = mb_slab_of(m, p, &i);
-		if (!s || s->state[i] != MB_OBJ_ALLOCATED)
+		if (!s || (s->state[i] != MB_OBJ_ALLOCATED && s->state[i] != MB_OBJ_SAMPLED))
 			mb_fatal_pointer(func, "invalid pointer", p);
 		return s->size;
 	}
@@ -247,7 +258,7 @@ void *mb_realloc(void *p, size_t n, int type, const char *func)
 		struct mb_slab *s = mb_slab_of(m, p, &i);
 		if (!s)
 			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
-		if (s->state[i] != MB_OBJ_ALLOCATED)
+		if (s->state[i] != MB_OBJ_ALLOCATED && s->state[i] != MB_OBJ_SAMPLED)
 			mb_fatal_pointer(func, "use after free (pointer already freed)", p);
 		/* Same class: nothing to do. */
 		if (n <= MB_SMALL_MAX && mb_size_class(n) == s->sclass)

@@ -40,8 +40,8 @@ enum mb_page_state {
 #define MB_PGF_AGED 0x2  /* free block head seen idle by one purge pass */
 
 /* Free blocks of this order and above inside owned pageblocks can be handed
- * back to the kernel on their own (32 KiB with 4 KiB pages). */
-#define MB_PURGE_MIN_ORDER 3
+ * back to the kernel on their own, once idle for a whole purge pass. */
+#define MB_PURGE_MIN_ORDER 0
 
 /* One per page of the region, 32 bytes. */
 struct mb_page {

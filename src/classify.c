@@ -1,12 +1,637 @@
 #include "config.h"
 #include "classify.h"
+#include "heap.h"
+#include "options.h"
+#include "region.h"
+#include "slab.h"
+#include "stats.h"
+
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 
 __thread int mb_type_hint MB_TLS = -1;
+uint64_t mb_alloc_clock;
+
+/* ---- sites ---- */
+
+#define SITE_CAP (1u << 15)
+#define SITE_PROBES 32
+#define MAX_DEEP 8
+#define MIN_EVIDENCE 3
+#define LEARN_SAMPLES 24 /* a new site's first allocations are all sampled */
+#define NFRAMES 8
+
+enum {
+	SITE_LEARNING = 1, /* still sampling every allocation */
+	SITE_WRAPPER = 2,  /* deeper frames decide the type */
+	SITE_PINNED = 4,   /* type fixed by a rule */
+};
+
+struct site {
+	_Atomic uintptr_t key;   /* return address, or hash of deeper frames */
+	_Atomic uint8_t type;
+	_Atomic uint8_t flags;
+	uint8_t ndeep;
+	uint8_t is_deep;
+	_Atomic int32_t learn_left;
+	/* Below: under site_lock. Evidence counters decay by halving. */
+	int32_t n_short, n_medium, n_old;
+	uint64_t samples, sampled_bytes, freed, lifetime_sum;
+	int nframes;
+	void *frames[NFRAMES];   /* one sampled stack, for the report */
+	struct site *parent;     /* deep sites: the wrapper's site */
+	struct site *deep[MAX_DEEP];
+};
+
+static struct site *sites, *deep_sites;
+static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ready;
+
+static __thread int in_classify MB_TLS;
+static __thread int32_t sample_countdown MB_TLS;
+static __thread uint32_t sample_rng MB_TLS;
+static __thread struct site *pending_site MB_TLS, *pending_deep MB_TLS;
+static __thread int pending_nframes MB_TLS;
+static __thread void *pending_frames[NFRAMES] MB_TLS;
+
+static inline uint32_t hash_key(uintptr_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdULL;
+	k ^= k >> 33;
+	return (uint32_t)k;
+}
+
+static struct site *lookup(struct site *table, uintptr_t key)
+{
+	uint32_t h = hash_key(key);
+	for (unsigned i = 0; i < SITE_PROBES; i++) {
+		struct site *s = &table[(h + i) & (SITE_CAP - 1)];
+		uintptr_t k = atomic_load_explicit(&s->key, memory_order_acquire);
+		if (k == key)
+			return s;
+		if (k == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+static struct site *insert_locked(struct site *table, uintptr_t key, int type)
+{
+	uint32_t h = hash_key(key);
+	for (unsigned i = 0; i < SITE_PROBES; i++) {
+		struct site *s = &table[(h + i) & (SITE_CAP - 1)];
+		uintptr_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (k == key)
+			return s;
+		if (k == 0) {
+			atomic_store_explicit(&s->type, (uint8_t)type, memory_order_relaxed);
+			atomic_store_explicit(&s->flags, SITE_LEARNING, memory_order_relaxed);
+			atomic_store_explicit(&s->learn_left, LEARN_SAMPLES, memory_order_relaxed);
+			atomic_store_explicit(&s->key, key, memory_order_release);
+			return s;
+		}
+	}
+	return NULL; /* table full around this key: the site stays unseen */
+}
+
+/* ---- rules: MBUDDY_RULES="sym:xmalloc=short,lib:libfoo=pinned" ---- */
+
+#define MAX_RULES 32
+struct rule {
+	int is_lib;
+	int type;
+	char name[96];
+};
+static struct rule rules[MAX_RULES];
+static int nrules;
+
+static void parse_rules(const char *s)
+{
+	while (s && *s) {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		const char *eq = memchr(s, '=', len);
+		struct rule r = { 0 };
+		const char *name = s;
+		if (len > 4 && strncmp(s, "sym:", 4) == 0)
+			name = s + 4;
+		else if (len > 4 && strncmp(s, "lib:", 4) == 0) {
+			name = s + 4;
+			r.is_lib = 1;
+		}
+		if (!eq || eq <= name || (size_t)(eq - name) >= sizeof r.name ||
+		    (r.type = mb_type_parse(eq + 1, len - (size_t)(eq + 1 - s))) < 0 || nrules == MAX_RULES) {
+			mb_warn("MBUDDY_RULES: ignoring '%.*s' (expected sym:NAME=TYPE or lib:NAME=TYPE, "
+				"TYPE one of KernNoRclm/pinned, KernRclm/cache, UserRclm/short)", (int)len, s);
+		} else {
+			memcpy(r.name, name, (size_t)(eq - name));
+			rules[nrules++] = r;
+		}
+		s = end ? end + 1 : NULL;
+	}
+}
+
+/* The rule's type for the code at ra, or -1. Takes the loader's lock, so
+ * never called with a lock of ours held. */
+static int rule_type(void *ra)
+{
+	if (!nrules)
+		return -1;
+	Dl_info info;
+	if (!dladdr(ra, &info))
+		return -1;
+	for (int i = 0; i < nrules; i++) {
+		if (rules[i].is_lib) {
+			if (info.dli_fname && strstr(info.dli_fname, rules[i].name))
+				return rules[i].type;
+		} else if (info.dli_sname && strcmp(info.dli_sname, rules[i].name) == 0) {
+			return rules[i].type;
+		}
+	}
+	return -1;
+}
+
+/* ---- the fast path ---- */
+
+static int next_countdown(void)
+{
+	/* Random period around MB_SAMPLE_PERIOD so loops cannot alias it. */
+	uint32_t x = sample_rng ? sample_rng : (uint32_t)(uintptr_t)&sample_rng | 1;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	sample_rng = x;
+	return (int32_t)(1 + x % (2 * MB_SAMPLE_PERIOD));
+}
+
+static int capture(void)
+{
+	int n = unw_backtrace(pending_frames, NFRAMES);
+	pending_nframes = n > 0 ? n : 0;
+	return pending_nframes;
+}
+
+/* The key of the frames above ra in the captured stack. */
+static uintptr_t deep_key(void *ra)
+{
+	for (int i = 0; i < pending_nframes - 1; i++) {
+		if (pending_frames[i] == ra) {
+			/* Keyed on the wrapper's own address too: callers of two
+			 * different wrappers are different sites. */
+			uintptr_t k = (uintptr_t)ra ^ (uintptr_t)pending_frames[i + 1] * 31;
+			if (i + 2 < pending_nframes)
+				k ^= (uintptr_t)pending_frames[i + 2] * 0x9e3779b97f4a7c15ULL;
+			return k | 1;
+		}
+	}
+	return 0;
+}
+
+static struct site *deep_site(struct site *s, void *ra, int create)
+{
+	uintptr_t k = deep_key(ra);
+	if (!k)
+		return NULL;
+	struct site *d = lookup(deep_sites, k);
+	if (d || !create)
+		return d;
+	pthread_mutex_lock(&site_lock);
+	d = insert_locked(deep_sites, k, atomic_load(&s->type));
+	if (d && !d->parent) {
+		d->parent = s;
+		d->is_deep = 1;
+		if (s->ndeep < MAX_DEEP)
+			s->deep[s->ndeep++] = d;
+	}
+	pthread_mutex_unlock(&site_lock);
+	return d;
+}
+
+static __attribute__((noinline)) int classify_slow(void *ra, size_t n, struct site *s, int sample)
+{
+	(void)n;
+	if (in_classify)
+		return s ? atomic_load(&s->type) : MB_KERNNORCLM;
+	in_classify = 1;
+	if (!s) {
+		int rt = rule_type(ra); /* outside our locks */
+		pthread_mutex_lock(&site_lock);
+		s = insert_locked(sites, (uintptr_t)ra, rt >= 0 ? rt : MB_KERNNORCLM);
+		if (s && rt >= 0)
+			atomic_store(&s->flags, SITE_PINNED);
+		pthread_mutex_unlock(&site_lock);
+		if (!s) {
+			in_classify = 0;
+			return MB_KERNNORCLM;
+		}
+	}
+	uint8_t fl = atomic_load_explicit(&s->flags, memory_order_relaxed);
+	if (fl & SITE_PINNED) {
+		in_classify = 0;
+		return atomic_load(&s->type);
+	}
+	if (fl & SITE_LEARNING) {
+		if (atomic_fetch_sub(&s->learn_left, 1) <= 1)
+			atomic_fetch_and(&s->flags, (uint8_t)~SITE_LEARNING);
+		sample = 1;
+	}
+	int type = atomic_load(&s->type);
+	if (sample || (fl & SITE_WRAPPER)) {
+		capture();
+		struct site *d = deep_site(s, ra, 1);
+		if ((fl & SITE_WRAPPER) && d && (d->n_short + d->n_medium + d->n_old) >= MIN_EVIDENCE)
+			type = atomic_load(&d->type);
+		if (sample) {
+			sample_countdown = next_countdown();
+			pending_site = s;
+			pending_deep = d;
+			type |= MB_CLASSIFY_SAMPLE;
+		}
+	}
+	in_classify = 0;
+	return type;
+}
 
 int mb_classify_site(void *ra, size_t n)
 {
-	(void)ra;
+	if (__builtin_expect(!ready, 0))
+		return MB_KERNNORCLM;
+	struct site *s = lookup(sites, (uintptr_t)ra);
+	int sample = --sample_countdown <= 0;
+	if (__builtin_expect(s != NULL && !sample, 1)) {
+		if (__builtin_expect(!(atomic_load_explicit(&s->flags, memory_order_relaxed) & (SITE_LEARNING | SITE_WRAPPER)), 1))
+			return atomic_load_explicit(&s->type, memory_order_relaxed);
+	}
+	return classify_slow(ra, n, s, sample);
+}
+
+/* ---- samples: live sampled objects, out of band ---- */
+
+#define SAMPLE_CAP (1u << 16)
+#define SAMPLE_BUCKETS (1u << 14)
+
+struct sample {
+	uintptr_t addr;
+	struct site *site, *deep;
+	uint64_t born;
+	uint32_t next; /* bucket chain, or free list */
+	uint8_t counted_old;
+};
+
+static struct sample *samples;
+static uint32_t *buckets;
+static uint32_t free_sample = UINT32_MAX, nsamples, registrations;
+
+static uint32_t bucket_of(uintptr_t a)
+{
+	return hash_key(a) & (SAMPLE_BUCKETS - 1);
+}
+
+/* Thresholds on the allocation clock, scaled to the heap's size: short is
+ * freed before 1/64 of the heap is allocated again, old has survived the
+ * allocation of twice the heap. */
+static void thresholds(uint64_t *t_short, uint64_t *t_old)
+{
+	uint64_t held = (uint64_t)mb_heap.buddy.pages_allocated << MB_PAGE_SHIFT;
+	*t_short = held / 64 > (1u << 20) ? held / 64 : (1u << 20);
+	*t_old = 2 * held > (64u << 20) ? 2 * held : (64u << 20);
+}
+
+static void decide_locked(struct site *s);
+
+static void check_wrapper_locked(struct site *parent)
+{
+	int seen = -1;
+	for (int i = 0; i < parent->ndeep; i++) {
+		struct site *d = parent->deep[i];
+		if (d->n_short + d->n_medium + d->n_old < MIN_EVIDENCE)
+			continue;
+		int t = atomic_load(&d->type);
+		if (seen >= 0 && t != seen) {
+			atomic_fetch_or(&parent->flags, SITE_WRAPPER);
+			return;
+		}
+		seen = t;
+	}
+}
+
+static void decide_locked(struct site *s)
+{
+	if (!s)
+		return;
+	if (s->n_short + s->n_medium + s->n_old > 256) {
+		s->n_short /= 2;
+		s->n_medium /= 2;
+		s->n_old /= 2;
+	}
+	int32_t total = s->n_short + s->n_medium + s->n_old;
+	if (total >= MIN_EVIDENCE && !(atomic_load(&s->flags) & SITE_PINNED)) {
+		int t;
+		if (2 * s->n_short > total)
+			t = MB_USERRCLM;
+		else if (s->n_old > s->n_medium)
+			t = MB_KERNNORCLM;
+		else
+			t = MB_KERNRCLM;
+		atomic_store_explicit(&s->type, (uint8_t)t, memory_order_relaxed);
+	}
+	if (s->parent)
+		check_wrapper_locked(s->parent);
+}
+
+static void age_scan_locked(void)
+{
+	uint64_t now = __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED), t_short, t_old;
+	thresholds(&t_short, &t_old);
+	for (uint32_t b = 0; b < SAMPLE_BUCKETS; b++) {
+		for (uint32_t i = buckets[b]; i != UINT32_MAX; i = samples[i].next) {
+			struct sample *e = &samples[i];
+			if (e->counted_old || now - e->born < t_old)
+				continue;
+			e->counted_old = 1;
+			e->site->n_old++;
+			decide_locked(e->site);
+			if (e->deep) {
+				e->deep->n_old++;
+				decide_locked(e->deep);
+			}
+		}
+	}
+}
+
+/* Mark the object as sampled in its out-of-band state. */
+static int mark_sampled(void *p, size_t n)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	struct mb_page *m = &b->pages[mb_buddy_page_index(b, p)];
+	if (m->kind == MB_KIND_SLAB) {
+		uint32_t i;
+		struct mb_slab *s = mb_slab_of(m, p, &i);
+		if (!s || s->state[i] != MB_OBJ_ALLOCATED)
+			return -1;
+		s->state[i] = MB_OBJ_SAMPLED;
+		return 0;
+	}
 	(void)n;
-	/* Until a site has been classified, the patch's default. */
-	return MB_KERNNORCLM;
+	if (m->kind == MB_KIND_LARGE) {
+		m->user16 |= MB_LARGE_SAMPLED;
+		return 0;
+	}
+	return -1;
+}
+
+void mb_classify_sampled(void *p, size_t n)
+{
+	struct site *s = pending_site, *d = pending_deep;
+	pending_site = pending_deep = NULL;
+	if (!s || !ready || !mb_buddy_contains(&mb_heap.buddy, p))
+		return;
+	pthread_mutex_lock(&site_lock);
+	s->samples++;
+	s->sampled_bytes += n;
+	if (!s->nframes && pending_nframes) {
+		memcpy(s->frames, pending_frames, sizeof(void *) * (size_t)pending_nframes);
+		s->nframes = pending_nframes;
+	}
+	if (d) {
+		d->samples++;
+		d->sampled_bytes += n;
+		if (!d->nframes && pending_nframes) {
+			memcpy(d->frames, pending_frames, sizeof(void *) * (size_t)pending_nframes);
+			d->nframes = pending_nframes;
+		}
+	}
+	if (free_sample != UINT32_MAX || nsamples < SAMPLE_CAP) {
+		uint32_t i;
+		if (free_sample != UINT32_MAX) {
+			i = free_sample;
+			free_sample = samples[i].next;
+		} else {
+			i = nsamples++;
+		}
+		if (mark_sampled(p, n) == 0) {
+			struct sample *e = &samples[i];
+			e->addr = (uintptr_t)p;
+			e->site = s;
+			e->deep = d;
+			e->born = __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED);
+			e->counted_old = 0;
+			uint32_t b = bucket_of(e->addr);
+			e->next = buckets[b];
+			buckets[b] = i;
+		} else {
+			samples[i].next = free_sample;
+			free_sample = i;
+		}
+	}
+	if (++registrations % 512 == 0)
+		age_scan_locked();
+	pthread_mutex_unlock(&site_lock);
+}
+
+static void credit_free(struct site *s, uint64_t life, uint64_t t_short, int was_old)
+{
+	if (!s)
+		return;
+	if (was_old && s->n_old > 0)
+		s->n_old--;
+	if (life < t_short)
+		s->n_short++;
+	else
+		s->n_medium++;
+	s->freed++;
+	s->lifetime_sum += life;
+	decide_locked(s);
+}
+
+void mb_classify_freed(const void *p)
+{
+	if (!ready)
+		return;
+	uint64_t now = __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED), t_short, t_old;
+	pthread_mutex_lock(&site_lock);
+	thresholds(&t_short, &t_old);
+	uint32_t b = bucket_of((uintptr_t)p), *link = &buckets[b];
+	for (uint32_t i = *link; i != UINT32_MAX; link = &samples[i].next, i = *link) {
+		struct sample *e = &samples[i];
+		if (e->addr != (uintptr_t)p)
+			continue;
+		uint64_t life = now - e->born;
+		credit_free(e->site, life, t_short, e->counted_old);
+		credit_free(e->deep, life, t_short, e->counted_old);
+		*link = e->next;
+		e->next = free_sample;
+		free_sample = i;
+		break;
+	}
+	pthread_mutex_unlock(&site_lock);
+}
+
+/* ---- set-up, fork, dlclose ---- */
+
+void mb_classify_init(void)
+{
+	if (!mb_opt.classify)
+		return;
+	parse_rules(mb_opt.rules);
+	size_t site_bytes = (size_t)SITE_CAP * sizeof(struct site);
+	sites = mb_os_reserve(site_bytes, 4096);
+	deep_sites = mb_os_reserve(site_bytes, 4096);
+	samples = mb_os_reserve((size_t)SAMPLE_CAP * sizeof(struct sample), 4096);
+	buckets = mb_os_reserve(SAMPLE_BUCKETS * sizeof(uint32_t), 4096);
+	if (!sites || !deep_sites || !samples || !buckets) {
+		mb_warn("cannot reserve the call-site tables; classification is off");
+		mb_opt.classify = 0;
+		return;
+	}
+	memset(buckets, 0xff, SAMPLE_BUCKETS * sizeof(uint32_t));
+	/* The first unw_backtrace of a process costs a fraction of a
+	 * millisecond; pay it now, not inside some allocation. */
+	void *warm[NFRAMES];
+	unw_backtrace(warm, NFRAMES);
+	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+}
+
+void mb_classify_lock(void)
+{
+	pthread_mutex_lock(&site_lock);
+}
+
+void mb_classify_unlock(void)
+{
+	pthread_mutex_unlock(&site_lock);
+}
+
+void mb_classify_after_fork_child(void)
+{
+	pthread_mutex_init(&site_lock, NULL);
+}
+
+/* Code was unmapped: a return address may now belong to other code, so
+ * every site forgets what it learned and learns again. */
+void mb_classify_code_unmapped(void)
+{
+	if (!ready)
+		return;
+	pthread_mutex_lock(&site_lock);
+	for (struct site *t = sites; t; t = t == sites ? deep_sites : NULL) {
+		for (uint32_t i = 0; i < SITE_CAP; i++) {
+			struct site *s = &t[i];
+			if (!atomic_load(&s->key) || (atomic_load(&s->flags) & SITE_PINNED))
+				continue;
+			s->n_short = s->n_medium = s->n_old = 0;
+			atomic_store(&s->type, MB_KERNNORCLM);
+			atomic_store(&s->learn_left, LEARN_SAMPLES);
+			atomic_store(&s->flags, SITE_LEARNING);
+		}
+	}
+	pthread_mutex_unlock(&site_lock);
+}
+
+/* ---- the report's call-site section ---- */
+
+static void symbolize(void *pc, char *out, size_t len)
+{
+	Dl_info info;
+	if (dladdr(pc, &info) && info.dli_fname) {
+		const char *lib = strrchr(info.dli_fname, '/');
+		lib = lib ? lib + 1 : info.dli_fname;
+		if (info.dli_sname)
+			snprintf(out, len, "%s+0x%lx (%s)", info.dli_sname,
+				 (unsigned long)((uintptr_t)pc - (uintptr_t)info.dli_saddr), lib);
+		else
+			snprintf(out, len, "0x%lx (%s)", (unsigned long)((uintptr_t)pc - (uintptr_t)info.dli_fbase), lib);
+	} else {
+		snprintf(out, len, "%p", pc);
+	}
+}
+
+#define TOP_SITES 20
+
+void mb_classify_write_sites(struct mb_out *o, int json)
+{
+	if (!ready)
+		return;
+	struct site *top[TOP_SITES];
+	struct site copy[TOP_SITES];
+	int n = 0;
+	/* Pick the top sites by sampled bytes under the lock; symbolise after. */
+	pthread_mutex_lock(&site_lock);
+	for (struct site *t = sites; t; t = t == sites ? deep_sites : NULL) {
+		for (uint32_t i = 0; i < SITE_CAP; i++) {
+			struct site *s = &t[i];
+			if (!atomic_load(&s->key) || !s->samples)
+				continue;
+			int pos = n < TOP_SITES ? n++ : TOP_SITES;
+			while (pos > 0 && top[pos - 1]->sampled_bytes < s->sampled_bytes) {
+				if (pos < TOP_SITES)
+					top[pos] = top[pos - 1];
+				pos--;
+			}
+			if (pos < TOP_SITES)
+				top[pos] = s;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		copy[i] = *top[i];
+	pthread_mutex_unlock(&site_lock);
+
+	if (!json)
+		mb_out_fmt(o, "Call sites (top %d by sampled bytes; 'deep' rows are seen through a wrapper)\n"
+			      "  %-10s %7s %10s %12s %6s %6s  %s\n", TOP_SITES, "type", "samples", "bytes", "lifetime",
+			   "freed", "flags", "frames (function+offset (library))");
+	for (int i = 0; i < n; i++) {
+		struct site *s = &copy[i];
+		int type = atomic_load(&s->type), flags = atomic_load(&s->flags);
+		double life = s->freed ? (double)s->lifetime_sum / (double)s->freed : 0;
+		char fr[3][160] = { "", "", "" };
+		/* The interesting frames start at the site's return address. */
+		int start = 0;
+		uintptr_t ra = atomic_load(&s->key);
+		for (int k = 0; k < s->nframes; k++)
+			if ((uintptr_t)s->frames[k] == (s->is_deep ? (uintptr_t)s->parent->key : ra))
+				start = k;
+		int nf = 0;
+		for (int k = start; k < s->nframes && nf < 3; k++)
+			symbolize(s->frames[k], fr[nf++], sizeof fr[0]);
+		if (json) {
+			mb_out_fmt(o, "%s{\"type\":\"%s\",\"samples\":%llu,\"sampled_bytes\":%llu,\"freed_samples\":%llu,"
+				      "\"mean_lifetime_bytes\":%.0f,\"wrapper\":%s,\"deep\":%s,\"pinned_by_rule\":%s,\"frames\":[",
+				   i ? "," : "", mb_type_names[type], (unsigned long long)s->samples,
+				   (unsigned long long)s->sampled_bytes, (unsigned long long)s->freed, life,
+				   (flags & SITE_WRAPPER) ? "true" : "false", s->is_deep ? "true" : "false",
+				   (flags & SITE_PINNED) ? "true" : "false");
+			for (int k = 0; k < nf; k++) {
+				if (k)
+					mb_out_str(o, ",");
+				mb_out_json_str(o, fr[k]);
+			}
+			mb_out_str(o, "]}");
+		} else {
+			char fl[8] = "";
+			if (flags & SITE_WRAPPER)
+				strcat(fl, "W");
+			if (s->is_deep)
+				strcat(fl, "D");
+			if (flags & SITE_PINNED)
+				strcat(fl, "R");
+			if (flags & SITE_LEARNING)
+				strcat(fl, "L");
+			mb_out_fmt(o, "  %-10s %7llu %10llu %10.1fMB %6llu %6s  %s", mb_type_names[type],
+				   (unsigned long long)s->samples, (unsigned long long)s->sampled_bytes,
+				   life / (1 << 20), (unsigned long long)s->freed, fl, fr[0]);
+			for (int k = 1; k < nf; k++)
+				mb_out_fmt(o, " < %s", fr[k]);
+			mb_out_str(o, "\n");
+		}
+	}
+	if (!json)
+		mb_out_str(o, "  (lifetime: mean bytes allocated between a sampled object's malloc and free;\n"
+			      "   flags: W wrapper, D deeper site, R pinned by rule, L still learning)\n\n");
 }

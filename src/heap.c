@@ -3,6 +3,7 @@
 #include "metadata.h"
 #include "options.h"
 #include "region.h"
+#include "classify.h"
 #include "report.h"
 #include "stats.h"
 #include "tcache.h"
@@ -23,19 +24,24 @@ uint64_t mb_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Every allocator lock is taken before fork, in one order (sites, then the
+ * heap), so the child starts with none held by a thread it does not have. */
 static void atfork_prepare(void)
 {
+	mb_classify_lock();
 	mb_heap_lock();
 }
 
 static void atfork_parent(void)
 {
 	mb_heap_unlock();
+	mb_classify_unlock();
 }
 
 static void atfork_child(void)
 {
 	pthread_mutex_init(&mb_heap.lock, NULL);
+	mb_classify_after_fork_child();
 	mb_tcache_after_fork_child();
 }
 
@@ -82,6 +88,7 @@ int mb_heap_ensure(void)
 			/* These may allocate, so they run once the heap is ready. */
 			pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 			mb_stats_init();
+			mb_classify_init();
 		}
 		return rc;
 	}
@@ -157,11 +164,13 @@ void *mb_large_alloc(size_t bytes, size_t align, int type, int zero)
 	}
 	struct mb_page *m = &b->pages[idx];
 	m->kind = MB_KIND_LARGE;
+	m->user16 = 0;
 	m->user.u64 = bytes;
 	mb_heap.large_objects++;
 	mb_heap.counts.mallocs[type]++;
 	mb_heap.counts.live_bytes += (int64_t)(npages << MB_PAGE_SHIFT);
 	mb_heap.counts.live_requested += (int64_t)bytes;
+	__atomic_fetch_add(&mb_alloc_clock, npages << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
 	if (zero && zeroed)
 		mb_heap.calloc_zero_skips++;
 	mb_purge_maybe_locked();
@@ -188,6 +197,7 @@ void mb_large_free(void *p, struct mb_page *m)
 	mb_heap.counts.live_bytes -= (int64_t)((size_t)m->npages << MB_PAGE_SHIFT);
 	mb_heap.counts.live_requested -= (int64_t)m->user.u64;
 	m->kind = MB_KIND_NONE;
+	m->user16 = 0;
 	m->user.u64 = 0;
 	mb_buddy_free(b, idx);
 	mb_purge_maybe_locked();

@@ -17,6 +17,9 @@ enum mb_page_kind {
 	MB_KIND_LARGE = 2, /* first page of a page-granular object; user.u64 = bytes asked */
 };
 
+/* mb_page.user16 of a large object's first page */
+#define MB_LARGE_SAMPLED 0x1 /* a classification sample */
+
 struct mb_slab;
 
 /* Slabs of one (type, class) with free objects. */

@@ -13,6 +13,7 @@ enum mb_obj_state {
 	MB_OBJ_FREE = 0,      /* free in its slab */
 	MB_OBJ_ALLOCATED = 1, /* owned by the program */
 	MB_OBJ_CACHED = 2,    /* free, held in some thread's cache */
+	MB_OBJ_SAMPLED = 3,   /* owned by the program, and a classification sample */
 };
 
 struct mb_slab {

@@ -1,6 +1,8 @@
 #include "config.h"
 #include "tcache.h"
 #include "metadata.h"
+#include "options.h"
+#include "classify.h"
 
 #include <pthread.h>
 
@@ -71,6 +73,7 @@ struct mb_tcache *mb_tcache_create(void)
 				tc->bin[t][c].e = e;
 				e += mb_classes[c].tcache_cap;
 			}
+		tc->flushed_ms = mb_now_ms();
 		tc->next = all_caches;
 		if (all_caches)
 			all_caches->prev = tc;
@@ -135,6 +138,25 @@ void mb_tcache_flush_all(struct mb_tcache *tc)
 			bin->n = 0;
 		}
 	mb_heap_unlock();
+}
+
+void mb_tcache_maybe_flush_all(struct mb_tcache *tc)
+{
+	uint64_t now = mb_now_ms();
+	if (now - tc->flushed_ms < mb_opt.decay_ms)
+		return;
+	tc->flushed_ms = now;
+	mb_tcache_flush_all(tc);
+	mb_heap_lock();
+	mb_purge_maybe_locked();
+	mb_heap_unlock();
+}
+
+void mb_tcache_tick(struct mb_tcache *tc)
+{
+	__atomic_fetch_add(&mb_alloc_clock, tc->clock_pending, __ATOMIC_RELAXED);
+	tc->clock_pending = 0;
+	mb_tcache_maybe_flush_all(tc);
 }
 
 void mb_tcache_sum_counts_locked(struct mb_counts *out)

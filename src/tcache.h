@@ -15,6 +15,8 @@ struct mb_tbin {
 struct mb_tcache {
 	struct mb_tbin bin[MB_NTYPES][MB_NCLASSES];
 	struct mb_counts counts;
+	uint64_t clock_pending; /* bytes allocated, not yet added to mb_alloc_clock */
+	uint64_t flushed_ms;    /* when every bin was last emptied */
 	struct mb_tcache *next, *prev; /* all live caches, for statistics */
 	size_t bytes;                  /* size of this record */
 	struct mb_tentry storage[];
@@ -35,6 +37,13 @@ uint32_t mb_tcache_refill(struct mb_tcache *tc, int type, unsigned sclass);
 void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep);
 /* Flush every bin of this thread (before fork, at trim, at exit). */
 void mb_tcache_flush_all(struct mb_tcache *tc);
+/* Every 64 KiB a thread allocates: advance the classification clock and
+ * let time-based work (cache flush, purge) happen even in a program whose
+ * allocations never leave the fast path. */
+void mb_tcache_tick(struct mb_tcache *tc);
+/* On slow paths: empty every bin once per decay period, so objects cached
+ * by a thread cannot keep idle slabs (and their pageblocks) alive. */
+void mb_tcache_maybe_flush_all(struct mb_tcache *tc);
 /* Sum the counters of every live cache into *out (lock held). */
 void mb_tcache_sum_counts_locked(struct mb_counts *out);
 
