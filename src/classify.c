@@ -19,53 +19,26 @@ uint64_t mb_alloc_clock;
 
 /* ---- sites ---- */
 
-#define SITE_CAP (1u << 15)
-#define SITE_PROBES 32
 #define MAX_DEEP 8
 #define MIN_EVIDENCE 3
 #define LEARN_SAMPLES 24 /* a new site's first allocations are all sampled */
-#define NFRAMES 8
 
-enum {
-	SITE_LEARNING = 1, /* still sampling every allocation */
-	SITE_WRAPPER = 2,  /* deeper frames decide the type */
-	SITE_PINNED = 4,   /* type fixed by a rule */
-};
-
-struct site {
-	_Atomic uintptr_t key;   /* return address, or hash of deeper frames */
-	_Atomic uint8_t type;
-	_Atomic uint8_t flags;
-	uint8_t ndeep;
-	uint8_t is_deep;
-	_Atomic int32_t learn_left;
-	/* Below: under site_lock. Evidence counters decay by halving. */
-	int32_t n_short, n_medium, n_old;
-	uint64_t samples, sampled_bytes, freed, lifetime_sum;
-	int nframes;
-	void *frames[NFRAMES];   /* one sampled stack, for the report */
-	struct site *parent;     /* deep sites: the wrapper's site */
-	struct site *deep[MAX_DEEP];
-};
-
-static struct site *sites, *deep_sites;
+struct site *mb_sites;
+static struct site *deep_sites;
+#define sites mb_sites
 static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
-static int ready;
+int mb_classify_ready;
+#define ready mb_classify_ready
 
 static __thread int in_classify MB_TLS;
-static __thread int32_t sample_countdown MB_TLS;
+__thread int32_t mb_sample_countdown MB_TLS;
+#define sample_countdown mb_sample_countdown
 static __thread uint32_t sample_rng MB_TLS;
 static __thread struct site *pending_site MB_TLS, *pending_deep MB_TLS;
 static __thread int pending_nframes MB_TLS;
 static __thread void *pending_frames[NFRAMES] MB_TLS;
 
-static inline uint32_t hash_key(uintptr_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdULL;
-	k ^= k >> 33;
-	return (uint32_t)k;
-}
+#define hash_key mb_site_hash
 
 static struct site *lookup(struct site *table, uintptr_t key)
 {
@@ -213,7 +186,7 @@ static struct site *deep_site(struct site *s, void *ra, int create)
 	return d;
 }
 
-static __attribute__((noinline)) int classify_slow(void *ra, size_t n, struct site *s, int sample)
+static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 {
 	(void)n;
 	if (in_classify)
@@ -258,16 +231,14 @@ static __attribute__((noinline)) int classify_slow(void *ra, size_t n, struct si
 	return type;
 }
 
-int mb_classify_site(void *ra, size_t n)
+int mb_classify_site_slow(void *ra, size_t n)
 {
-	if (__builtin_expect(!ready, 0))
+	if (!ready)
 		return MB_KERNNORCLM;
 	struct site *s = lookup(sites, (uintptr_t)ra);
-	int sample = --sample_countdown <= 0;
-	if (__builtin_expect(s != NULL && !sample, 1)) {
-		if (__builtin_expect(!(atomic_load_explicit(&s->flags, memory_order_relaxed) & (SITE_LEARNING | SITE_WRAPPER)), 1))
-			return atomic_load_explicit(&s->type, memory_order_relaxed);
-	}
+	int sample = sample_countdown <= 0;
+	if (s && !sample && !(atomic_load_explicit(&s->flags, memory_order_relaxed) & (SITE_LEARNING | SITE_WRAPPER)))
+		return atomic_load_explicit(&s->type, memory_order_relaxed);
 	return classify_slow(ra, n, s, sample);
 }
 

@@ -17,6 +17,7 @@
 #define MB_CLASSIFY_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "reclaim_type.h"
@@ -24,7 +25,44 @@
 
 #define MB_TYPE_MASK 0x3
 #define MB_CLASSIFY_SAMPLE 0x100 /* record this allocation as a sample */
-#define MB_SAMPLE_PERIOD 128     /* one sampled allocation in this many */
+#define MB_SAMPLE_PERIOD 512     /* one sampled allocation in this many (on average) */
+
+#define SITE_CAP (1u << 15)
+#define SITE_PROBES 32
+#define NFRAMES 8
+#define MB_MAX_DEEP 8
+
+enum {
+	SITE_LEARNING = 1, /* still sampling every allocation */
+	SITE_WRAPPER = 2,  /* deeper frames decide the type */
+	SITE_PINNED = 4,   /* type fixed by a rule */
+};
+
+/* One call site. The first three fields are all the fast path reads. */
+struct site {
+	_Atomic uintptr_t key;   /* return address, or hash of deeper frames */
+	_Atomic uint8_t type;
+	_Atomic uint8_t flags;
+	uint8_t ndeep;
+	uint8_t is_deep;
+	_Atomic int32_t learn_left;
+	/* Below: under the site lock. Evidence counters decay by halving. */
+	int32_t n_short, n_medium, n_old;
+	uint64_t samples, sampled_bytes, freed, lifetime_sum;
+	int nframes;
+	void *frames[NFRAMES];   /* one sampled stack, for the report */
+	struct site *parent;     /* deep sites: the wrapper's site */
+	struct site *deep[MB_MAX_DEEP];
+};
+
+extern struct site *mb_sites;
+extern int mb_classify_ready;
+extern __thread int32_t mb_sample_countdown MB_TLS;
+
+static inline uint32_t mb_site_hash(uintptr_t k)
+{
+	return (uint32_t)((k * 0x9e3779b97f4a7c15ULL) >> 40);
+}
 
 /* -1, or the type the thread asked for with mbuddy_set_thread_type(). */
 extern __thread int mb_type_hint MB_TLS;
@@ -33,15 +71,26 @@ extern __thread int mb_type_hint MB_TLS;
 extern uint64_t mb_alloc_clock;
 
 /* Type (and MB_CLASSIFY_SAMPLE) for an allocation of n bytes whose
- * caller returns to ra. Never called with an allocator lock held. */
-int mb_classify_site(void *ra, size_t n);
+ * caller returns to ra: the general case. Never called with an allocator
+ * lock held. */
+int mb_classify_site_slow(void *ra, size_t n);
 
+/* The fast path: a known, settled site in its home slot, not sampled. */
 static inline int mb_classify(void *ra, size_t n)
 {
 	int hint = mb_type_hint;
 	if (__builtin_expect(hint >= 0, 0))
 		return hint;
-	return mb_classify_site(ra, n);
+	/* Off, or before the tables exist: the patch's default type. */
+	if (__builtin_expect(!mb_classify_ready, 0))
+		return MB_KERNNORCLM;
+	if (__builtin_expect(--mb_sample_countdown > 0, 1)) {
+		struct site *s = &mb_sites[mb_site_hash((uintptr_t)ra) & (SITE_CAP - 1)];
+		if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_relaxed) == (uintptr_t)ra &&
+				     !atomic_load_explicit(&s->flags, memory_order_relaxed), 1))
+			return atomic_load_explicit(&s->type, memory_order_relaxed);
+	}
+	return mb_classify_site_slow(ra, n);
 }
 
 /* After an allocation that mb_classify() marked for sampling. */
