@@ -218,8 +218,11 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 	if (sample || (fl & SITE_WRAPPER)) {
 		capture();
 		struct site *d = deep_site(s, ra, 1);
-		if ((fl & SITE_WRAPPER) && d && (d->n_short + d->n_medium + d->n_old) >= MIN_EVIDENCE)
-			type = atomic_load(&d->type);
+		/* Through a wrapper, the deeper site decides; one without
+		 * evidence yet gets the default, like any unseen site. */
+		if (fl & SITE_WRAPPER)
+			type = d && (d->n_short + d->n_medium + d->n_old) >= MIN_EVIDENCE ? atomic_load(&d->type)
+											    : MB_KERNNORCLM;
 		if (sample) {
 			sample_countdown = next_countdown();
 			pending_site = s;
