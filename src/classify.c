@@ -2,6 +2,7 @@
 #include "classify.h"
 #include "heap.h"
 #include "options.h"
+#include "profile.h"
 #include "region.h"
 #include "slab.h"
 #include "stats.h"
@@ -174,11 +175,30 @@ static struct site *deep_site(struct site *s, void *ra, int create)
 	struct site *d = lookup(deep_sites, k);
 	if (d || !create)
 		return d;
+	uint64_t pkey = 0;
+	struct mb_profile_entry pe;
+	int known = 0;
+	if (mb_opt.profile && s->pkey) {
+		int i = 0;
+		while (i < pending_nframes && pending_frames[i] != ra)
+			i++;
+		uint64_t f1 = i + 1 < pending_nframes ? mb_profile_pc_key(pending_frames[i + 1]) : 0;
+		uint64_t f2 = i + 2 < pending_nframes ? mb_profile_pc_key(pending_frames[i + 2]) : 0;
+		pkey = mb_profile_deep_key(s->pkey, f1, f2);
+		known = mb_profile_lookup(pkey, &pe) == 0;
+	}
 	pthread_mutex_lock(&site_lock);
-	d = insert_locked(deep_sites, k, atomic_load(&s->type));
+	d = insert_locked(deep_sites, k, known ? pe.type : MB_KERNNORCLM);
 	if (d && !d->parent) {
 		d->parent = s;
 		d->is_deep = 1;
+		d->pkey = pkey;
+		if (known) {
+			d->n_short = pe.n_short;
+			d->n_medium = pe.n_medium;
+			d->n_old = pe.n_old;
+			atomic_store(&d->flags, 0);
+		}
 		if (s->ndeep < MAX_DEEP)
 			s->deep[s->ndeep++] = d;
 	}
@@ -193,11 +213,26 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		return s ? atomic_load(&s->type) : MB_KERNNORCLM;
 	in_classify = 1;
 	if (!s) {
-		int rt = rule_type(ra); /* outside our locks */
+		/* dladdr takes the loader's lock: outside ours. */
+		int rt = rule_type(ra);
+		uint64_t pkey = mb_opt.profile ? mb_profile_pc_key(ra) : 0;
+		struct mb_profile_entry pe;
+		int known = rt < 0 && mb_profile_lookup(pkey, &pe) == 0;
 		pthread_mutex_lock(&site_lock);
-		s = insert_locked(sites, (uintptr_t)ra, rt >= 0 ? rt : MB_KERNNORCLM);
-		if (s && rt >= 0)
-			atomic_store(&s->flags, SITE_PINNED);
+		s = insert_locked(sites, (uintptr_t)ra, rt >= 0 ? rt : known ? pe.type : MB_KERNNORCLM);
+		if (s) {
+			s->pkey = pkey;
+			if (rt >= 0) {
+				atomic_store(&s->flags, SITE_PINNED);
+			} else if (known) {
+				/* Start where the last run ended: its evidence and
+				 * verdict, sampling at the normal rate. */
+				s->n_short = pe.n_short;
+				s->n_medium = pe.n_medium;
+				s->n_old = pe.n_old;
+				atomic_store(&s->flags, pe.wrapper ? SITE_WRAPPER : 0);
+			}
+		}
 		pthread_mutex_unlock(&site_lock);
 		if (!s) {
 			in_classify = 0;
@@ -454,6 +489,8 @@ void mb_classify_init(void)
 	if (!mb_opt.classify)
 		return;
 	parse_rules(mb_opt.rules);
+	if (mb_opt.profile)
+		mb_profile_load(mb_opt.profile);
 	size_t site_bytes = (size_t)SITE_CAP * sizeof(struct site);
 	sites = mb_os_reserve(site_bytes, 4096);
 	deep_sites = mb_os_reserve(site_bytes, 4096);
@@ -508,6 +545,30 @@ void mb_classify_code_unmapped(void)
 	pthread_mutex_unlock(&site_lock);
 }
 
+/* At exit: what this run learned, for the next one. */
+__attribute__((destructor)) static void save_profile(void)
+{
+	if (!ready || !mb_opt.profile)
+		return;
+	if (mb_profile_save_begin(mb_opt.profile) != 0)
+		return;
+	pthread_mutex_lock(&site_lock);
+	for (struct site *t = sites; t; t = t == sites ? deep_sites : NULL) {
+		for (uint32_t i = 0; i < SITE_CAP; i++) {
+			struct site *s = &t[i];
+			int fl = atomic_load(&s->flags);
+			if (!atomic_load(&s->key) || !s->pkey || (fl & SITE_PINNED) ||
+			    s->n_short + s->n_medium + s->n_old < MIN_EVIDENCE)
+				continue;
+			struct mb_profile_entry e = { s->pkey, atomic_load(&s->type), (fl & SITE_WRAPPER) != 0,
+						      s->n_short, s->n_medium, s->n_old };
+			mb_profile_save_site(&e);
+		}
+	}
+	pthread_mutex_unlock(&site_lock);
+	mb_profile_save_end();
+}
+
 /* ---- the report's call-site section ---- */
 
 static void symbolize(void *pc, char *out, size_t len)
@@ -558,7 +619,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 
 	if (!json)
 		mb_out_fmt(o, "Call sites (top %d by sampled bytes; 'deep' rows are seen through a wrapper)\n"
-			      "  %-10s %7s %10s %12s %6s %6s  %s\n", TOP_SITES, "type", "samples", "bytes", "lifetime",
+			      "  %-10s %7s %10s %13s %6s %6s  %s\n", TOP_SITES, "type", "samples", "bytes", "lifetime",
 			   "freed", "flags", "frames (function+offset (library))");
 	for (int i = 0; i < n; i++) {
 		struct site *s = &copy[i];
@@ -597,7 +658,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 				strcat(fl, "R");
 			if (flags & SITE_LEARNING)
 				strcat(fl, "L");
-			mb_out_fmt(o, "  %-10s %7llu %10llu %10.1fMB %6llu %6s  %s", mb_type_names[type],
+			mb_out_fmt(o, "  %-10s %7llu %10llu %9.1f MiB %6llu %6s  %s", mb_type_names[type],
 				   (unsigned long long)s->samples, (unsigned long long)s->sampled_bytes,
 				   life / (1 << 20), (unsigned long long)s->freed, fl, fr[0]);
 			for (int k = 1; k < nf; k++)

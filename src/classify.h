@@ -52,6 +52,7 @@ struct site {
 	int nframes;
 	void *frames[NFRAMES];   /* one sampled stack, for the report */
 	struct site *parent;     /* deep sites: the wrapper's site */
+	uint64_t pkey;           /* profile key (module + offset), 0 if none */
 	struct site *deep[MB_MAX_DEEP];
 };
 

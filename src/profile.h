@@ -1,0 +1,35 @@
+/* Classification profiles: what a run learned about its call sites, saved
+ * at exit and read at the next start, so that run begins classified. Sites
+ * are keyed by module and offset (stable across ASLR and reruns); a module
+ * whose file changed makes its entries stale, and they are ignored. */
+#ifndef MB_PROFILE_H
+#define MB_PROFILE_H
+
+#include <stdint.h>
+
+struct mb_profile_entry {
+	uint64_t key;
+	uint8_t type, wrapper;
+	int32_t n_short, n_medium, n_old;
+};
+
+/* Read MBUDDY_PROFILE if it exists; problems are reported once and the
+ * file ignored. Called at initialisation, no lock held. */
+void mb_profile_load(const char *path);
+int mb_profile_loaded(void);
+
+/* The ASLR-proof key of a code address (module basename + offset), or 0.
+ * Calls dladdr, so never with an allocator lock held. */
+uint64_t mb_profile_pc_key(const void *pc);
+/* A deeper site's key from its wrapper's and its callers' keys. */
+uint64_t mb_profile_deep_key(uint64_t parent, uint64_t f1, uint64_t f2);
+
+/* What the previous run learned for key; 0 if found. */
+int mb_profile_lookup(uint64_t key, struct mb_profile_entry *out);
+
+/* Writing: open, one call per site, close. */
+int mb_profile_save_begin(const char *path);
+void mb_profile_save_site(const struct mb_profile_entry *e);
+void mb_profile_save_end(void);
+
+#endif
