@@ -157,7 +157,7 @@ static void fill_mallinfo2(struct mallinfo2 *mi)
 	struct mb_buddy *b = &mb_heap.buddy;
 	size_t held = b->pages_allocated << MB_PAGE_SHIFT;
 	mi->arena = held;                                 /* bytes taken from the region */
-	mi->ordblks = b->nr_global;                       /* free whole pageblocks */
+	mi->ordblks = b->nr_global - (b->nblocks - b->pb_high); /* free pageblocks, of those used so far */
 	mi->hblks = mb_heap.large_objects;                /* page-granular objects */
 	mi->hblkhd = 0;
 	mi->uordblks = c.live_bytes > 0 ? (size_t)c.live_bytes : 0;

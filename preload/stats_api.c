@@ -49,7 +49,7 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 		ts->objects = s.counts.mallocs[t];
 		st->mallocs += s.counts.mallocs[t];
 	}
-	nr[s.pb_order] += s.global_free;
+	nr[s.pb_order] += s.global_free - (s.nblocks - s.pb_high);
 	for (unsigned o = 0; o < s.max_order; o++) {
 		st->unusable_free_space[o] = mb_unusable_free_index(nr, s.max_order, o);
 		st->fragmentation_index[o] = mb_fragmentation_index(nr, s.max_order, o);

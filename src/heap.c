@@ -42,6 +42,7 @@ static void atfork_child(void)
 {
 	pthread_mutex_init(&mb_heap.lock, NULL);
 	mb_classify_after_fork_child();
+	mb_stats_after_fork_child();
 	mb_tcache_after_fork_child();
 }
 

@@ -96,7 +96,9 @@ static int parse_signal(const char *s)
 
 static const char *env(const char *name)
 {
-	const char *v = getenv(name);
+	/* secure_getenv: a set-user-ID program must not be steered into
+	 * writing files through MBUDDY_STATS or MBUDDY_PROFILE. */
+	const char *v = secure_getenv(name);
 	return v && *v ? v : NULL;
 }
 
@@ -114,12 +116,20 @@ void mb_options_init(void)
 	}
 	size_t pb_bytes = (size_t)1 << (mb_opt.max_order - 1 + MB_PAGE_SHIFT);
 	if ((v = env("MBUDDY_HEAP_SIZE"))) {
-		size_t sz;
-		if (mb_parse_size(v, &sz) == 0 && sz >= 2 * pb_bytes)
+		size_t sz, max = (size_t)8 << 40; /* page indices are 32-bit */
+		if (mb_parse_size(v, &sz) != 0)
+			mb_warn("MBUDDY_HEAP_SIZE=%s is not a size (e.g. 512M, 64G); using %zu GiB", v,
+				mb_opt.heap_size >> 30);
+		else if (sz < 2 * pb_bytes) {
+			mb_opt.heap_size = 2 * pb_bytes;
+			mb_warn("MBUDDY_HEAP_SIZE=%s is below the minimum of two pageblocks; using %zu MiB", v,
+				mb_opt.heap_size >> 20);
+		} else if (sz > max) {
+			mb_opt.heap_size = max;
+			mb_warn("MBUDDY_HEAP_SIZE=%s is above the maximum of 8 TiB; using 8 TiB", v);
+		} else {
 			mb_opt.heap_size = sz & ~(pb_bytes - 1);
-		else
-			mb_warn("MBUDDY_HEAP_SIZE=%s is not a size of at least %zu MiB (e.g. 512M, 64G); using %zu GiB",
-				v, (2 * pb_bytes) >> 20, mb_opt.heap_size >> 30);
+		}
 	}
 	if ((v = env("MBUDDY_CLASSIFY"))) {
 		if (strcasecmp(v, "auto") == 0 || strcmp(v, "1") == 0 || strcasecmp(v, "on") == 0)
@@ -151,12 +161,6 @@ void mb_options_init(void)
 		else
 			mb_warn("MBUDDY_DECAY_MS=%s is not a number of milliseconds from 0 to 3600000; using %llu",
 				v, (unsigned long long)mb_opt.decay_ms);
-	}
-	if ((v = env("MBUDDY_CHECK"))) {
-		if (parse_uint(v, 0, 1, &u) == 0)
-			mb_opt.check_level = (int)u;
-		else
-			mb_warn("MBUDDY_CHECK=%s is not 0 or 1; using 0", v);
 	}
 	mb_opt.rules = env("MBUDDY_RULES");
 	mb_opt.profile = env("MBUDDY_PROFILE");

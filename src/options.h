@@ -16,7 +16,6 @@ struct mb_options {
 	int stats_format;       /* MBUDDY_STATS_FORMAT */
 	int stats_signal;       /* MBUDDY_STATS_SIGNAL: 0 = none */
 	uint64_t decay_ms;      /* MBUDDY_DECAY_MS */
-	int check_level;        /* MBUDDY_CHECK: 0 default, 1 canaries */
 	const char *rules;      /* MBUDDY_RULES */
 	const char *profile;    /* MBUDDY_PROFILE */
 };

@@ -111,6 +111,7 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 		s->pb_owned[t] = b->pb_owned[t];
 	}
 	s->global_free = b->nr_global;
+	s->pb_high = b->pb_high;
 	s->global_resident = b->nr_dirty;
 	s->count = b->count;
 	s->counts = mb_heap.counts;
@@ -128,7 +129,9 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	mb_heap_unlock();
 }
 
-/* Free blocks of every type per order, the global pool at the top order. */
+/* Free blocks of every type per order, and at the top order the global
+ * pageblocks of the part of the heap in use so far: counting the whole
+ * reservation would make every index read "no fragmentation". */
 static void all_free(const struct mb_snapshot *s, uint64_t *nr)
 {
 	for (unsigned o = 0; o < s->max_order; o++) {
@@ -136,7 +139,7 @@ static void all_free(const struct mb_snapshot *s, uint64_t *nr)
 		for (int t = 0; t < MB_NTYPES; t++)
 			nr[o] += s->nr_free[t][o];
 	}
-	nr[s->pb_order] += s->global_free;
+	nr[s->pb_order] += s->global_free - (s->nblocks - s->pb_high);
 }
 
 /* Per pageblock: owner (0-2 type, 3 global) and pages in use, copied under
@@ -392,11 +395,20 @@ int mb_stats_write(int fd, int format)
 /* ---- where and when to dump ---- */
 
 /* MBUDDY_STATS as a path, with every %p replaced by the pid. */
+/* A copy of stderr taken at start-up: programs such as coreutils close
+ * descriptor 2 before the exit dump runs. */
+static int stderr_copy = -1;
+
+static int to_stderr(void)
+{
+	return strcmp(mb_opt.stats, "1") == 0 || strcmp(mb_opt.stats, "stderr") == 0;
+}
+
 static int open_target(char *path, size_t len)
 {
 	const char *v = mb_opt.stats;
-	if (strcmp(v, "1") == 0 || strcmp(v, "stderr") == 0)
-		return STDERR_FILENO;
+	if (to_stderr())
+		return stderr_copy >= 0 ? stderr_copy : STDERR_FILENO;
 	size_t n = 0;
 	for (const char *p = v; *p && n + 24 < len; p++) {
 		if (p[0] == '%' && p[1] == 'p') {
@@ -418,9 +430,9 @@ static void dump_now(void)
 	int rc = fd < 0 ? -1 : mb_stats_write(fd, mb_opt.stats_format);
 	if (rc != 0 && !dump_error_reported) {
 		dump_error_reported = 1;
-		mb_warn("cannot write statistics to %s: %s", fd == STDERR_FILENO ? "stderr" : path, strerror(errno));
+		mb_warn("cannot write statistics to %s: %s", to_stderr() ? "stderr" : path, strerror(errno));
 	}
-	if (fd > STDERR_FILENO)
+	if (fd > STDERR_FILENO && fd != stderr_copy)
 		close(fd);
 	errno = saved;
 }
@@ -428,7 +440,7 @@ static void dump_now(void)
 __attribute__((destructor)) static void stats_at_exit(void)
 {
 	/* A program that never allocated still gets the report it asked for. */
-	if (mb_heap_state == 0 && getenv("MBUDDY_STATS"))
+	if (mb_heap_state == 0 && secure_getenv("MBUDDY_STATS"))
 		mb_heap_ensure();
 	if (mb_opt.stats && mb_heap_state == 2 && !exit_dumped) {
 		exit_dumped = 1;
@@ -440,6 +452,11 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	mb_stats_requested = 1;
+}
+
+void mb_stats_after_fork_child(void)
+{
+	pthread_mutex_init(&dump_lock, NULL);
 }
 
 void mb_stats_poll(void)
@@ -455,6 +472,8 @@ void mb_stats_poll(void)
 
 void mb_stats_init(void)
 {
+	if (mb_opt.stats && to_stderr())
+		stderr_copy = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
 	if (mb_opt.stats_signal) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);

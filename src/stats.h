@@ -30,6 +30,7 @@ struct mb_snapshot {
 	size_t region_bytes, nblocks, pb_bytes;
 	uint64_t nr_free[MB_NTYPES][MB_MAX_ORDER_MAX];
 	size_t global_free, global_resident;
+	size_t pb_high; /* pageblocks below this index have been used */
 	size_t pb_owned[MB_NTYPES];
 	struct mb_buddy_counters count;
 	struct mb_counts counts;
@@ -52,6 +53,7 @@ void mb_stats_init(void);
  * a signal asked for. */
 void mb_stats_poll(void);
 extern volatile int mb_stats_requested;
+void mb_stats_after_fork_child(void);
 
 /* Call-site section, written by the classification layer when present. */
 void mb_classify_write_sites(struct mb_out *o, int json) __attribute__((weak));

@@ -3,6 +3,7 @@
 #include "metadata.h"
 #include "options.h"
 #include "classify.h"
+#include "stats.h"
 
 #include <pthread.h>
 
@@ -156,6 +157,7 @@ void mb_tcache_tick(struct mb_tcache *tc)
 {
 	__atomic_fetch_add(&mb_alloc_clock, tc->clock_pending, __ATOMIC_RELAXED);
 	tc->clock_pending = 0;
+	mb_stats_poll();
 	mb_tcache_maybe_flush_all(tc);
 }
 
