@@ -1,0 +1,32 @@
+/* Built twice: one copy whose objects die young, one whose objects are kept.
+ * Loaded in turn at (often) the same address, the same code offsets then
+ * mean different lifetimes. */
+#include <stdlib.h>
+
+static void *volatile sink;
+static void *kept[20000];
+
+__attribute__((noinline)) void *lib_alloc(size_t n)
+{
+	void *p = malloc(n);
+	sink = p;
+	return p;
+}
+
+/* Runs the library's workload; returns one live object from its site. */
+void *lib_work(int rounds)
+{
+	void *last = NULL;
+	for (int i = 0; i < rounds; i++) {
+		void *p = lib_alloc(64);
+#ifdef LIFETIME_SHORT
+		if (last)
+			free(last);
+		last = p;
+#else
+		kept[i % 20000] = p;
+		last = p;
+#endif
+	}
+	return last;
+}

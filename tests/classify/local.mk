@@ -1,0 +1,32 @@
+# Classification tests: programs run under LD_PRELOAD by the generic driver
+# (tests/preload/run-preloaded.sh), which also reads <name>.env files.
+classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
+	tests/classify/three_sites_cxx tests/classify/rules_override tests/classify/typed_api
+check_PROGRAMS += $(classify_tests)
+TESTS += $(classify_tests) tests/classify/profile.test tests/classify/dlopen_sites.test
+EXTRA_DIST += tests/classify/classify_common.h tests/classify/rules_override.env \
+	tests/classify/profile.test tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c
+
+tests_classify_three_sites_SOURCES = tests/classify/three_sites.c
+tests_classify_three_sites_LDADD = -ldl
+tests_classify_three_sites_wrapped_SOURCES = tests/classify/three_sites.c
+tests_classify_three_sites_wrapped_CPPFLAGS = $(AM_CPPFLAGS) -DWRAPPED
+tests_classify_three_sites_wrapped_LDADD = -ldl
+tests_classify_three_sites_cxx_SOURCES = tests/classify/three_sites_cxx.cc
+tests_classify_three_sites_cxx_LDADD = -ldl
+tests_classify_rules_override_SOURCES = tests/classify/rules_override.c
+tests_classify_rules_override_LDFLAGS = -Wl,--export-dynamic
+tests_classify_rules_override_LDADD = -ldl
+tests_classify_typed_api_SOURCES = tests/classify/typed_api.c
+tests_classify_typed_api_LDADD = -ldl
+
+# A library whose code address is reused across dlopen/dlclose.
+check_LTLIBRARIES += tests/classify/dlsite_short.la tests/classify/dlsite_pinned.la
+tests_classify_dlsite_short_la_SOURCES = tests/classify/dlsite_lib.c
+tests_classify_dlsite_short_la_CPPFLAGS = $(AM_CPPFLAGS) -DLIFETIME_SHORT
+tests_classify_dlsite_short_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+tests_classify_dlsite_pinned_la_SOURCES = tests/classify/dlsite_lib.c
+tests_classify_dlsite_pinned_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+check_PROGRAMS += tests/classify/dlopen_sites
+tests_classify_dlopen_sites_SOURCES = tests/classify/dlopen_sites.c
+tests_classify_dlopen_sites_LDADD = -ldl -lpthread
