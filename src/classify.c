@@ -131,6 +131,17 @@ static int rule_type(void *ra)
 	return -1;
 }
 
+/* A site met in an earlier run starts with that run's evidence, including
+ * how long its freed objects lived (old_threshold depends on it). */
+static void profile_evidence(struct site *s, const struct mb_profile_entry *pe)
+{
+	s->n_short = pe->n_short;
+	s->n_medium = pe->n_medium;
+	s->n_old = pe->n_old;
+	s->freed = (uint64_t)pe->n_short + (uint64_t)pe->n_medium;
+	s->lifetime_sum = pe->mean_lifetime * s->freed;
+}
+
 /* ---- the fast path ---- */
 
 static int next_countdown(void)
@@ -194,9 +205,7 @@ static struct site *deep_site(struct site *s, void *ra, int create)
 		d->is_deep = 1;
 		d->pkey = pkey;
 		if (known) {
-			d->n_short = pe.n_short;
-			d->n_medium = pe.n_medium;
-			d->n_old = pe.n_old;
+			profile_evidence(d, &pe);
 			atomic_store(&d->flags, 0);
 		}
 		if (s->ndeep < MAX_DEEP)
@@ -227,9 +236,7 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 			} else if (known) {
 				/* Start where the last run ended: its evidence and
 				 * verdict, sampling at the normal rate. */
-				s->n_short = pe.n_short;
-				s->n_medium = pe.n_medium;
-				s->n_old = pe.n_old;
+				profile_evidence(s, &pe);
 				atomic_store(&s->flags, pe.wrapper ? SITE_WRAPPER : 0);
 			}
 		}
@@ -354,6 +361,18 @@ static void decide_locked(struct site *s)
 		check_wrapper_locked(s->parent);
 }
 
+/* A site whose objects are seen to die is judged by its own lifetimes: an
+ * object is old only once it has outlived four times their mean, so a big
+ * cache that turns over slowly is not mistaken for pinned data. */
+static uint64_t old_threshold(const struct site *s, uint64_t t_old)
+{
+	if (s->freed >= 8) {
+		uint64_t own = 4 * (s->lifetime_sum / s->freed);
+		return own > t_old ? own : t_old;
+	}
+	return t_old;
+}
+
 static void age_scan_locked(void)
 {
 	uint64_t now = __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED), t_short, t_old;
@@ -361,7 +380,7 @@ static void age_scan_locked(void)
 	for (uint32_t b = 0; b < SAMPLE_BUCKETS; b++) {
 		for (uint32_t i = buckets[b]; i != UINT32_MAX; i = samples[i].next) {
 			struct sample *e = &samples[i];
-			if (e->counted_old || now - e->born < t_old)
+			if (e->counted_old || now - e->born < old_threshold(e->site, t_old))
 				continue;
 			e->counted_old = 1;
 			e->site->n_old++;
@@ -561,7 +580,8 @@ __attribute__((destructor)) static void save_profile(void)
 			    s->n_short + s->n_medium + s->n_old < MIN_EVIDENCE)
 				continue;
 			struct mb_profile_entry e = { s->pkey, atomic_load(&s->type), (fl & SITE_WRAPPER) != 0,
-						      s->n_short, s->n_medium, s->n_old };
+						      s->n_short, s->n_medium, s->n_old,
+						      s->freed ? s->lifetime_sum / s->freed : 0 };
 			mb_profile_save_site(&e);
 		}
 	}

@@ -5,6 +5,7 @@
 #include "region.h"
 #include "classify.h"
 #include "report.h"
+#include "slab.h"
 #include "stats.h"
 #include "tcache.h"
 
@@ -109,6 +110,7 @@ void mb_purge_locked(int force)
 	size_t n = mb_buddy_release(b, idle_since, SIZE_MAX);
 	mb_heap.released_bytes += (uint64_t)n * (b->pb_pages << MB_PAGE_SHIFT);
 	mb_heap.released_bytes += mb_buddy_release_free_blocks(b, MB_PURGE_MIN_ORDER, force) << MB_PAGE_SHIFT;
+	mb_heap.released_bytes += mb_slab_purge_locked() << MB_PAGE_SHIFT;
 }
 
 void mb_purge_maybe_locked(void)

@@ -22,9 +22,12 @@ enum mb_page_kind {
 
 struct mb_slab;
 
-/* Slabs of one (type, class) with free objects. */
+/* Slabs of one (type, class) with free objects, by how full they are:
+ * allocation takes from the fullest, so survivors gather in few slabs and
+ * the emptiest ones drain and go back to the buddy. */
+#define MB_FULLNESS_BUCKETS 4
 struct mb_central {
-	struct mb_slab *head, *tail;
+	struct mb_slab *head[MB_FULLNESS_BUCKETS], *tail[MB_FULLNESS_BUCKETS];
 	uint64_t nslabs;   /* slabs of this (type, class), full or not */
 	uint64_t nlisted;
 };

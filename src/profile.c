@@ -166,16 +166,18 @@ void mb_profile_load(const char *path)
 			stale += current == 0;
 		} else if (strncmp(line, "site ", 5) == 0) {
 			unsigned long long key;
+			unsigned long long life;
 			int type, wrapper, ns, nm, no;
-			if (sscanf(line, "site %llx %d %d %d %d %d", &key, &type, &wrapper, &ns, &nm, &no) != 6 ||
-			    type < 0 || type > 2 || key == 0) {
+			if (sscanf(line, "site %llx %d %d %d %d %d %llu", &key, &type, &wrapper, &ns, &nm, &no, &life) != 7 ||
+			    type < 0 || type > 2 || key == 0 || ns < 0 || nm < 0 || no < 0) {
 				why = "a site line is malformed";
 			} else {
 				struct mb_profile_entry *e = slot(key);
 				if (e && !e->key)
 					nentries++;
 				if (e)
-					*e = (struct mb_profile_entry){ key, (uint8_t)type, (uint8_t)(wrapper != 0), ns, nm, no };
+					*e = (struct mb_profile_entry){ key, (uint8_t)type, (uint8_t)(wrapper != 0), ns, nm, no,
+									life };
 			}
 		} else {
 			why = "it has an unknown line";
@@ -212,14 +214,14 @@ int mb_profile_save_begin(const char *path)
 		mb_warn("cannot write the profile %s: %s", save_tmp, strerror(errno));
 		return -1;
 	}
-	mb_out_str(&save_out, PROFILE_MAGIC "\n# site <key> <type> <wrapper> <short> <medium> <old>\n");
+	mb_out_str(&save_out, PROFILE_MAGIC "\n# site <key> <type> <wrapper> <short> <medium> <old> <mean lifetime>\n");
 	return 0;
 }
 
 void mb_profile_save_site(const struct mb_profile_entry *e)
 {
-	mb_out_fmt(&save_out, "site %llx %d %d %d %d %d\n", (unsigned long long)e->key, e->type, e->wrapper,
-		   e->n_short, e->n_medium, e->n_old);
+	mb_out_fmt(&save_out, "site %llx %d %d %d %d %d %llu\n", (unsigned long long)e->key, e->type, e->wrapper,
+		   e->n_short, e->n_medium, e->n_old, (unsigned long long)e->mean_lifetime);
 }
 
 /* A module line for every loaded object with a file, so a later run can

@@ -11,6 +11,7 @@ struct mb_profile_entry {
 	uint64_t key;
 	uint8_t type, wrapper;
 	int32_t n_short, n_medium, n_old;
+	uint64_t mean_lifetime; /* of freed samples, in bytes allocated */
 };
 
 /* Read MBUDDY_PROFILE if it exists; problems are reported once and the

@@ -4,39 +4,65 @@
 
 #include <string.h>
 
-static void list_push(struct mb_central *ce, struct mb_slab *s, int at_tail)
+/* The bucket a slab with free objects belongs in: its used quarter. */
+static unsigned fullness(const struct mb_slab *s)
 {
-	s->listed = 1;
+	unsigned used = (unsigned)(s->nobj - s->nfree);
+	return used * MB_FULLNESS_BUCKETS / s->nobj;
+}
+
+static void list_push(struct mb_central *ce, struct mb_slab *s, unsigned k)
+{
+	s->listed = (uint8_t)(k + 1);
 	ce->nlisted++;
-	if (!ce->head) {
-		s->next = s->prev = NULL;
-		ce->head = ce->tail = s;
-	} else if (at_tail) {
-		s->next = NULL;
-		s->prev = ce->tail;
-		ce->tail->next = s;
-		ce->tail = s;
-	} else {
-		s->prev = NULL;
-		s->next = ce->head;
-		ce->head->prev = s;
-		ce->head = s;
-	}
+	s->prev = NULL;
+	s->next = ce->head[k];
+	if (ce->head[k])
+		ce->head[k]->prev = s;
+	else
+		ce->tail[k] = s;
+	ce->head[k] = s;
 }
 
 static void list_unlink(struct mb_central *ce, struct mb_slab *s)
 {
+	unsigned k = s->listed - 1u;
 	if (s->prev)
 		s->prev->next = s->next;
 	else
-		ce->head = s->next;
+		ce->head[k] = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
 	else
-		ce->tail = s->prev;
+		ce->tail[k] = s->prev;
 	s->next = s->prev = NULL;
 	s->listed = 0;
 	ce->nlisted--;
+}
+
+/* Put s on the list its fullness calls for (or none when it is full). */
+static void relist(struct mb_central *ce, struct mb_slab *s)
+{
+	if (!s->nfree) {
+		if (s->listed)
+			list_unlink(ce, s);
+		return;
+	}
+	unsigned k = fullness(s);
+	if (s->listed == k + 1)
+		return;
+	if (s->listed)
+		list_unlink(ce, s);
+	list_push(ce, s, k);
+}
+
+/* The fullest slab with free objects. */
+static struct mb_slab *fullest(struct mb_central *ce)
+{
+	for (int k = MB_FULLNESS_BUCKETS - 1; k >= 0; k--)
+		if (ce->head[k])
+			return ce->head[k];
+	return NULL;
 }
 
 static struct mb_slab *slab_create_locked(int type, unsigned c)
@@ -84,17 +110,52 @@ static void slab_destroy_locked(struct mb_slab *s)
 	mb_meta_free(s, sizeof(*s) + ci->nobj);
 }
 
+size_t mb_slab_purge_locked(void)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	size_t released = 0;
+	for (int t = 0; t < MB_NTYPES; t++) {
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			const struct mb_class_info *ci = &mb_classes[c];
+			if (ci->slab_pages < 2)
+				continue; /* a one-page slab with a free page is destroyed */
+			struct mb_central *ce = &mb_heap.central[t][c];
+			for (struct mb_slab *s = ce->head[0]; s; s = s->next) {
+				size_t first = mb_buddy_page_index(b, (void *)s->start);
+				for (uint32_t pg = 0; pg < ci->slab_pages; pg++) {
+					struct mb_page *m = &b->pages[first + pg];
+					if (!(m->flags & MB_PGF_DIRTY))
+						continue;
+					uint32_t lo = pg * (uint32_t)MB_PAGE_SIZE / s->size;
+					uint32_t hi = ((pg + 1) * (uint32_t)MB_PAGE_SIZE - 1) / s->size;
+					if (hi >= s->nobj)
+						hi = s->nobj - 1;
+					int busy = lo > hi;
+					for (uint32_t i = lo; i <= hi && !busy; i++)
+						busy = s->state[i] != MB_OBJ_FREE;
+					if (busy)
+						continue;
+					if (b->release && b->release(mb_buddy_page_addr(b, first + pg), MB_PAGE_SIZE) != 0)
+						return released;
+					m->flags &= (uint8_t)~MB_PGF_DIRTY;
+					released++;
+				}
+			}
+		}
+	}
+	return released;
+}
+
 unsigned mb_slab_refill_locked(int type, unsigned c, struct mb_tentry *out, unsigned want)
 {
 	struct mb_central *ce = &mb_heap.central[type][c];
 	unsigned n = 0;
 	while (n < want) {
-		struct mb_slab *s = ce->head;
+		struct mb_slab *s = fullest(ce);
 		if (!s) {
 			s = slab_create_locked(type, c);
 			if (!s)
 				break;
-			list_push(ce, s, 0);
 		}
 		uint32_t i = s->scan;
 		while (n < want && s->nfree) {
@@ -105,6 +166,10 @@ unsigned mb_slab_refill_locked(int type, unsigned c, struct mb_tentry *out, unsi
 			}
 			i = (uint32_t)(z - s->state);
 			*z = MB_OBJ_CACHED;
+			/* Its page may have been released: it is in use again. */
+			uintptr_t a = s->start + (uintptr_t)i * s->size;
+			mb_heap.buddy.pages[mb_buddy_page_index(&mb_heap.buddy, (void *)a)].flags |= MB_PGF_DIRTY;
+			mb_heap.buddy.pages[mb_buddy_page_index(&mb_heap.buddy, (void *)(a + s->size - 1))].flags |= MB_PGF_DIRTY;
 			s->nfree--;
 			out[n].p = (void *)(s->start + (uintptr_t)i * s->size);
 			out[n].st = z;
@@ -114,8 +179,7 @@ unsigned mb_slab_refill_locked(int type, unsigned c, struct mb_tentry *out, unsi
 				i = 0;
 		}
 		s->scan = (uint16_t)i;
-		if (!s->nfree)
-			list_unlink(ce, s);
+		relist(ce, s);
 	}
 	return n;
 }
@@ -133,6 +197,5 @@ void mb_slab_put_locked(struct mb_slab *s, uint32_t index)
 		slab_destroy_locked(s);
 		return;
 	}
-	if (!s->listed)
-		list_push(ce, s, 1);
+	relist(ce, s);
 }

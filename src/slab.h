@@ -52,6 +52,11 @@ static inline struct mb_slab *mb_slab_of(const struct mb_page *m, const void *p,
  * many were taken (0 when the heap is exhausted). */
 unsigned mb_slab_refill_locked(int type, unsigned sclass, struct mb_tentry *out, unsigned want);
 
+/* With the heap lock held: give the kernel back the pages of sparsely used
+ * slabs on which every object is free (they read as zero when reused, and
+ * an object's contents are undefined anyway). Returns pages released. */
+size_t mb_slab_purge_locked(void);
+
 /* With the heap lock held: return a cached or allocated object to its slab;
  * a slab left entirely free goes back to the buddy. */
 void mb_slab_put_locked(struct mb_slab *s, uint32_t index);
