@@ -13,8 +13,10 @@ attempted 160 times through the churn.
 It runs the program twice under libmbuddy:
   MBUDDY_CLASSIFY=off   every call site gets the same type (the "vanilla" run)
   default               call sites classified by lifetime (the patch's run)
-and prints the patch's table for each. With --rules a third run states the
-three call sites' types in MBUDDY_RULES, as the patch's GFP flags did.
+and prints the patch's table for each. With --profile the default run is
+repeated with MBUDDY_PROFILE: a first run writes what it learned, the second
+starts classified (the table is the second run's). With --rules a run states
+the three call sites' types in MBUDDY_RULES, as the patch's GFP flags did.
 
 Examples
   python3 scripts/highorder.py --lib build/.libs/libmbuddy.so
@@ -26,7 +28,10 @@ Exit status: 0 if every run completed, 1 otherwise, 2 if libmbuddy is missing.
 
 import argparse
 import subprocess
+import contextlib
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -67,6 +72,8 @@ def parse_args():
                    help="load operations between attempts (default: %(default)s)")
     p.add_argument("--reps", type=int, default=1, help="runs per configuration (default: 1)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per run (default: 300)")
+    p.add_argument("--profile", action="store_true",
+                   help="also run twice with MBUDDY_PROFILE and report the second run")
     p.add_argument("--rules", action="store_true",
                    help="also run with the three call sites' types given in MBUDDY_RULES")
     p.add_argument("--smoke", action="store_true",
@@ -125,9 +132,16 @@ def main():
     ok = True
     configs = CONFIGS + ([RULES_CONFIG] if args.rules else [])
     for rep in range(args.reps):
+        suffix = f" [run {rep + 1}/{args.reps}]" if args.reps > 1 else ""
         for label, env in configs:
-            suffix = f" [run {rep + 1}/{args.reps}]" if args.reps > 1 else ""
             ok &= run(binary, args, label + suffix, env, lib)
+        if args.profile:
+            with tempfile.TemporaryDirectory() as tmp:
+                prof = {"MBUDDY_PROFILE": str(Path(tmp) / "highorder.profile")}
+                with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+                    ok &= run(binary, args, "profile-writing run", prof, lib)
+                ok &= run(binary, args, "libmbuddy, default with the profile of one earlier run" + suffix,
+                          prof, lib)
     return 0 if ok else 1
 
 
