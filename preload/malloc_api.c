@@ -160,7 +160,7 @@ static void fill_mallinfo2(struct mallinfo2 *mi)
 	mi->ordblks = b->nr_global - (b->nblocks - b->pb_high); /* free pageblocks, of those used so far */
 	mi->hblks = mb_heap.large_objects;                /* page-granular objects */
 	mi->hblkhd = 0;
-	mi->uordblks = c.live_bytes > 0 ? (size_t)c.live_bytes : 0;
+	mi->uordblks = (size_t)(c.alloc_bytes - c.freed_bytes);
 	mi->fordblks = held > mi->uordblks ? held - mi->uordblks : 0;
 	mi->keepcost = b->nr_dirty * (b->pb_pages << MB_PAGE_SHIFT); /* idle, resident */
 	mb_heap_unlock();

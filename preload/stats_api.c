@@ -28,7 +28,7 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 	st->reserved_bytes = s.region_bytes;
 	st->resident_bytes = s.rss_bytes;
 	st->buddy_allocated_bytes = (unsigned long long)s.pages_allocated << MB_PAGE_SHIFT;
-	st->live_bytes = s.counts.live_bytes > 0 ? (unsigned long long)s.counts.live_bytes : 0;
+	st->live_bytes = s.counts.alloc_bytes - s.counts.freed_bytes;
 	st->released_bytes = s.released_bytes;
 	st->global_free_pageblocks = s.global_free;
 	st->global_resident_pageblocks = s.global_resident;

@@ -21,9 +21,8 @@ static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int type, uns
 	struct mb_tentry e = bin->e[--bin->n];
 	*e.st = MB_OBJ_ALLOCATED;
 	tc->counts.mallocs[type]++;
-	tc->counts.live_bytes += mb_classes[c].size;
-	tc->clock_pending += mb_classes[c].size;
-	if (unlikely(tc->clock_pending >= 65536))
+	tc->counts.alloc_bytes += mb_classes[c].size;
+	if (unlikely(tc->counts.alloc_bytes >= tc->next_tick))
 		mb_tcache_tick(tc);
 	return e.p;
 }
@@ -56,7 +55,7 @@ static __attribute__((noinline)) void *small_slow(size_t n, int type)
 	if (got) {
 		*e.st = MB_OBJ_ALLOCATED;
 		mb_heap.counts.mallocs[type]++;
-		mb_heap.counts.live_bytes += mb_classes[c].size;
+		mb_heap.counts.alloc_bytes += mb_classes[c].size;
 	}
 	mb_heap_unlock();
 	if (!got) {
@@ -140,7 +139,7 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 		if (bin->n == bin->cap)
 			mb_tcache_flush(tc, bin, bin->cap / 2);
 		tc->counts.frees++;
-		tc->counts.live_bytes -= s->size;
+		tc->counts.freed_bytes += s->size;
 		bin->e[bin->n].p = (void *)(s->start + (uintptr_t)i * s->size);
 		bin->e[bin->n].st = st;
 		bin->n++;
@@ -148,7 +147,7 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 	}
 	mb_heap_lock();
 	mb_heap.counts.frees++;
-	mb_heap.counts.live_bytes -= s->size;
+	mb_heap.counts.freed_bytes += s->size;
 	mb_slab_put_locked(s, i);
 	mb_heap_unlock();
 }
@@ -171,10 +170,16 @@ void mb_free(void *p, const char *func)
 	if (unlikely(m == NULL))
 		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
 	if (likely(m->kind == MB_KIND_SLAB)) {
-		uint32_t i;
-		struct mb_slab *s = mb_slab_of(m, p, &i);
-		if (unlikely(s == NULL))
+		/* Everything but the state byte comes from the page record and
+		 * the class table: one line of metadata, one of state. */
+		unsigned c = m->sclass;
+		const struct mb_class_info *ci = &mb_classes[c];
+		uintptr_t start = ((uintptr_t)p & ~(uintptr_t)(MB_PAGE_SIZE - 1)) - ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
+		uintptr_t off = (uintptr_t)p - start;
+		uint32_t i = (uint32_t)(((uint64_t)off * ci->magic) >> 32);
+		if (unlikely((uintptr_t)i * ci->size != off || i >= ci->nobj))
 			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
+		struct mb_slab *s = m->user.ptr;
 		uint8_t *st = &s->state[i];
 		if (unlikely(*st != MB_OBJ_ALLOCATED)) {
 			if (*st != MB_OBJ_SAMPLED)
@@ -184,10 +189,10 @@ void mb_free(void *p, const char *func)
 		*st = MB_OBJ_CACHED;
 		struct mb_tcache *tc = mb_tc;
 		if (likely(tc != NULL)) {
-			struct mb_tbin *bin = &tc->bin[s->type][s->sclass];
+			struct mb_tbin *bin = &tc->bin[m->user32][c];
 			if (likely(bin->n < bin->cap)) {
 				tc->counts.frees++;
-				tc->counts.live_bytes -= s->size;
+				tc->counts.freed_bytes += ci->size;
 				bin->e[bin->n].p = p;
 				bin->e[bin->n].st = st;
 				bin->n++;
@@ -283,7 +288,10 @@ void *mb_realloc(void *p, size_t n, int type, const char *func)
 	size_t old_pages = m->npages;
 	int ok = mb_buddy_resize(&mb_heap.buddy, (size_t)(m - mb_heap.buddy.pages), npages) == 0;
 	if (ok) {
-		mb_heap.counts.live_bytes += ((int64_t)npages - (int64_t)old_pages) << MB_PAGE_SHIFT;
+		if (npages > old_pages)
+			mb_heap.counts.alloc_bytes += (npages - old_pages) << MB_PAGE_SHIFT;
+		else
+			mb_heap.counts.freed_bytes += (old_pages - npages) << MB_PAGE_SHIFT;
 		mb_heap.counts.live_requested += (int64_t)n - (int64_t)m->user.u64;
 		m->user.u64 = n;
 		if (npages > old_pages)

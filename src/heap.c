@@ -171,7 +171,7 @@ void *mb_large_alloc(size_t bytes, size_t align, int type, int zero)
 	m->user.u64 = bytes;
 	mb_heap.large_objects++;
 	mb_heap.counts.mallocs[type]++;
-	mb_heap.counts.live_bytes += (int64_t)(npages << MB_PAGE_SHIFT);
+	mb_heap.counts.alloc_bytes += npages << MB_PAGE_SHIFT;
 	mb_heap.counts.live_requested += (int64_t)bytes;
 	__atomic_fetch_add(&mb_alloc_clock, npages << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
 	if (zero && zeroed)
@@ -197,7 +197,7 @@ void mb_large_free(void *p, struct mb_page *m)
 	size_t idx = (size_t)(m - b->pages);
 	mb_heap.large_objects--;
 	mb_heap.counts.frees++;
-	mb_heap.counts.live_bytes -= (int64_t)((size_t)m->npages << MB_PAGE_SHIFT);
+	mb_heap.counts.freed_bytes += (size_t)m->npages << MB_PAGE_SHIFT;
 	mb_heap.counts.live_requested -= (int64_t)m->user.u64;
 	m->kind = MB_KIND_NONE;
 	m->user16 = 0;

@@ -13,7 +13,9 @@
 /* What a page of the region holds, in mb_page.kind. */
 enum mb_page_kind {
 	MB_KIND_NONE = 0,
-	MB_KIND_SLAB = 1,  /* every page of a slab; user.ptr = its mb_slab */
+	MB_KIND_SLAB = 1,  /* every page of a slab; user.ptr = its mb_slab,
+			    * sclass its class, user16 the page's index in
+			    * the slab, user32 the slab's type */
 	MB_KIND_LARGE = 2, /* first page of a page-granular object; user.u64 = bytes asked */
 };
 
@@ -32,11 +34,13 @@ struct mb_central {
 	uint64_t nlisted;
 };
 
-/* Counters kept per thread and folded into the heap's on thread exit. */
+/* Counters kept per thread and folded into the heap's on thread exit. Live
+ * bytes are alloc_bytes - freed_bytes, so each fast path adds to one. */
 struct mb_counts {
 	uint64_t mallocs[MB_NTYPES]; /* allocations served, per type */
 	uint64_t frees;
-	int64_t live_bytes;          /* bytes handed out (usable size) minus freed */
+	uint64_t alloc_bytes;        /* usable bytes handed out, ever */
+	uint64_t freed_bytes;        /* usable bytes given back, ever */
 	int64_t live_requested;      /* bytes the program asked for, large objects */
 };
 

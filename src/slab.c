@@ -88,6 +88,8 @@ static struct mb_slab *slab_create_locked(int type, unsigned c)
 		struct mb_page *m = &b->pages[i];
 		m->user.ptr = s;
 		m->sclass = (uint8_t)c;
+		m->user16 = (uint16_t)(i - (size_t)idx);
+		m->user32 = (uint32_t)type;
 		m->kind = MB_KIND_SLAB;
 	}
 	mb_heap.central[type][c].nslabs++;
@@ -102,6 +104,8 @@ static void slab_destroy_locked(struct mb_slab *s)
 	size_t idx = mb_buddy_page_index(b, (void *)s->start);
 	for (size_t i = idx; i < idx + ci->slab_pages; i++) {
 		b->pages[i].kind = MB_KIND_NONE;
+		b->pages[i].user16 = 0;
+		b->pages[i].user32 = 0;
 		b->pages[i].user.ptr = NULL;
 	}
 	mb_buddy_free(b, idx);

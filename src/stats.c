@@ -215,7 +215,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 	write_mib(o, "resident (process RSS)", s->rss_bytes);
 	write_mib(o, "taken from the buddy", (uint64_t)s->pages_allocated << MB_PAGE_SHIFT);
 	write_mib(o, "  of which slabs", s->slab_pages << MB_PAGE_SHIFT);
-	write_mib(o, "live (usable size)", s->counts.live_bytes > 0 ? (uint64_t)s->counts.live_bytes : 0);
+	write_mib(o, "live (usable size)", s->counts.alloc_bytes - s->counts.freed_bytes);
 	write_mib(o, "live large (as requested)", s->counts.live_requested > 0 ? (uint64_t)s->counts.live_requested : 0);
 	write_mib(o, "idle in the global pool", (uint64_t)s->global_resident * s->pb_bytes);
 	write_mib(o, "returned to the kernel", s->released_bytes);
@@ -344,7 +344,7 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 		      "\"idle_pool_bytes\":%llu,\"released_bytes\":%llu,\"metadata_bytes\":%zu},",
 		   s->region_bytes, (unsigned long long)s->rss_bytes,
 		   (unsigned long long)s->pages_allocated << MB_PAGE_SHIFT,
-		   (unsigned long long)s->slab_pages << MB_PAGE_SHIFT, (long long)s->counts.live_bytes,
+		   (unsigned long long)s->slab_pages << MB_PAGE_SHIFT, (long long)(s->counts.alloc_bytes - s->counts.freed_bytes),
 		   (long long)s->counts.live_requested, (unsigned long long)s->global_resident * s->pb_bytes,
 		   (unsigned long long)s->released_bytes, s->meta_bytes);
 

@@ -22,7 +22,8 @@ static void counts_add(struct mb_counts *to, const struct mb_counts *from)
 	for (int t = 0; t < MB_NTYPES; t++)
 		to->mallocs[t] += from->mallocs[t];
 	to->frees += from->frees;
-	to->live_bytes += from->live_bytes;
+	to->alloc_bytes += from->alloc_bytes;
+	to->freed_bytes += from->freed_bytes;
 	to->live_requested += from->live_requested;
 }
 
@@ -75,6 +76,7 @@ struct mb_tcache *mb_tcache_create(void)
 				e += mb_classes[c].tcache_cap;
 			}
 		tc->flushed_ms = mb_now_ms();
+		tc->next_tick = 65536;
 		tc->next = all_caches;
 		if (all_caches)
 			all_caches->prev = tc;
@@ -155,8 +157,9 @@ void mb_tcache_maybe_flush_all(struct mb_tcache *tc)
 
 void mb_tcache_tick(struct mb_tcache *tc)
 {
-	__atomic_fetch_add(&mb_alloc_clock, tc->clock_pending, __ATOMIC_RELAXED);
-	tc->clock_pending = 0;
+	__atomic_fetch_add(&mb_alloc_clock, tc->counts.alloc_bytes - tc->clock_sent, __ATOMIC_RELAXED);
+	tc->clock_sent = tc->counts.alloc_bytes;
+	tc->next_tick = tc->counts.alloc_bytes + 65536;
 	mb_stats_poll();
 	mb_tcache_maybe_flush_all(tc);
 }

@@ -15,7 +15,8 @@ struct mb_tbin {
 struct mb_tcache {
 	struct mb_tbin bin[MB_NTYPES][MB_NCLASSES];
 	struct mb_counts counts;
-	uint64_t clock_pending; /* bytes allocated, not yet added to mb_alloc_clock */
+	uint64_t next_tick;     /* counts.alloc_bytes at which mb_tcache_tick runs */
+	uint64_t clock_sent;    /* counts.alloc_bytes already added to mb_alloc_clock */
 	uint64_t flushed_ms;    /* when every bin was last emptied */
 	struct mb_tcache *next, *prev; /* all live caches, for statistics */
 	size_t bytes;                  /* size of this record */
