@@ -16,6 +16,14 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
+static __attribute__((noinline)) void *tick_then(struct mb_tcache *tc, void *p)
+{
+	mb_tcache_tick(tc);
+	return p;
+}
+
+/* Slow work is reached by tail calls, so the fast paths need no saved
+ * registers and no stack frame. */
 static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int type, unsigned c)
 {
 	struct mb_tentry e = bin->e[--bin->n];
@@ -23,7 +31,7 @@ static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int type, uns
 	tc->counts.mallocs[type]++;
 	tc->counts.alloc_bytes += mb_classes[c].size;
 	if (unlikely(tc->counts.alloc_bytes >= tc->next_tick))
-		mb_tcache_tick(tc);
+		return tick_then(tc, e.p);
 	return e.p;
 }
 
@@ -162,7 +170,9 @@ static inline struct mb_page *page_of(const void *p)
 	return &b->pages[off >> MB_PAGE_SHIFT];
 }
 
-void mb_free(void *p, const char *func)
+/* Everything that is not a valid small object going into a thread cache
+ * with room: NULL, errors, sampled objects, large objects, full bins. */
+static __attribute__((noinline)) void free_slow(void *p, const char *func)
 {
 	if (unlikely(p == NULL))
 		return;
@@ -170,16 +180,10 @@ void mb_free(void *p, const char *func)
 	if (unlikely(m == NULL))
 		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
 	if (likely(m->kind == MB_KIND_SLAB)) {
-		/* Everything but the state byte comes from the page record and
-		 * the class table: one line of metadata, one of state. */
-		unsigned c = m->sclass;
-		const struct mb_class_info *ci = &mb_classes[c];
-		uintptr_t start = ((uintptr_t)p & ~(uintptr_t)(MB_PAGE_SIZE - 1)) - ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
-		uintptr_t off = (uintptr_t)p - start;
-		uint32_t i = (uint32_t)(((uint64_t)off * ci->magic) >> 32);
-		if (unlikely((uintptr_t)i * ci->size != off || i >= ci->nobj))
+		uint32_t i;
+		struct mb_slab *s = mb_slab_of(m, p, &i);
+		if (unlikely(s == NULL))
 			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
-		struct mb_slab *s = m->user.ptr;
 		uint8_t *st = &s->state[i];
 		if (unlikely(*st != MB_OBJ_ALLOCATED)) {
 			if (*st != MB_OBJ_SAMPLED)
@@ -187,18 +191,6 @@ void mb_free(void *p, const char *func)
 			mb_classify_freed(p);
 		}
 		*st = MB_OBJ_CACHED;
-		struct mb_tcache *tc = mb_tc;
-		if (likely(tc != NULL)) {
-			struct mb_tbin *bin = &tc->bin[m->user32][c];
-			if (likely(bin->n < bin->cap)) {
-				tc->counts.frees++;
-				tc->counts.freed_bytes += ci->size;
-				bin->e[bin->n].p = p;
-				bin->e[bin->n].st = st;
-				bin->n++;
-				return;
-			}
-		}
 		int saved = errno;
 		small_free_slow(s, i, st);
 		errno = saved;
@@ -214,6 +206,44 @@ void mb_free(void *p, const char *func)
 		mb_classify_freed(p);
 	mb_large_free(p, m);
 	errno = saved;
+}
+
+void mb_free(void *p, const char *func)
+{
+	/* NULL and foreign pointers fall outside the region: the slow path
+	 * sorts them out. */
+	struct mb_buddy *b = &mb_heap.buddy;
+	uintptr_t off = (uintptr_t)p - b->base;
+	if (likely(off < mb_heap.region_bytes)) {
+		struct mb_page *m = &b->pages[off >> MB_PAGE_SHIFT];
+		if (likely(m->kind == MB_KIND_SLAB)) {
+			/* Everything but the state byte comes from the page
+			 * record and the class table. */
+			unsigned c = m->sclass;
+			const struct mb_class_info *ci = &mb_classes[c];
+			uintptr_t start = ((uintptr_t)p & ~(uintptr_t)(MB_PAGE_SIZE - 1)) -
+					  ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
+			uintptr_t o = (uintptr_t)p - start;
+			uint32_t i = (uint32_t)(((uint64_t)o * ci->magic) >> 32);
+			struct mb_slab *s = m->user.ptr;
+			struct mb_tcache *tc = mb_tc;
+			if (likely((uintptr_t)i * ci->size == o && i < ci->nobj && s->state[i] == MB_OBJ_ALLOCATED &&
+				   tc != NULL)) {
+				struct mb_tbin *bin = &tc->bin[m->user32][c];
+				uint32_t n = bin->n;
+				if (likely(n < bin->cap)) {
+					s->state[i] = MB_OBJ_CACHED;
+					tc->counts.frees++;
+					tc->counts.freed_bytes += ci->size;
+					bin->e[n].p = p;
+					bin->e[n].st = &s->state[i];
+					bin->n = n + 1;
+					return;
+				}
+			}
+		}
+	}
+	free_slow(p, func);
 }
 
 size_t mb_usable_size(const void *p, const char *func)

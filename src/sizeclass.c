@@ -41,7 +41,7 @@ void mb_sizeclass_init(void)
 		ci->slab_pages = pick_slab_pages(ci->size);
 		ci->nobj = ci->slab_pages * (uint32_t)MB_PAGE_SIZE / ci->size;
 		ci->magic = (uint32_t)(((uint64_t)1 << 32) / ci->size + 1);
-		ci->tcache_cap = ci->size <= 128 ? 64 : ci->size <= 1024 ? 32 : ci->size <= 4096 ? 16 : 8;
+		ci->tcache_cap = ci->size <= 256 ? 128 : ci->size <= 1024 ? 64 : ci->size <= 4096 ? 16 : 8;
 	}
 	c = 0;
 	for (size_t i = 0; i <= MB_SMALL_MAX / 16; i++) {
