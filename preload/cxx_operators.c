@@ -56,10 +56,28 @@ static inline void *op_new_aligned(size_t n, size_t align, void *ra)
 	return p ? p : new_failed(n, align, ra);
 }
 
+/* Since C++11 the nothrow forms call the new-handler like the throwing
+ * ones and return null only when there is none. */
+static void *nothrow_failed(size_t n, size_t align, void *ra)
+{
+	new_handler_fn (*get_handler)(void) = (new_handler_fn(*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
+	for (;;) {
+		new_handler_fn h = get_handler ? get_handler() : NULL;
+		if (!h)
+			return NULL;
+		h();
+		int t = mb_classify(ra, n) & MB_TYPE_MASK;
+		void *p = align ? mb_memalign(align, n, t) : mb_malloc(n, t);
+		if (p)
+			return p;
+	}
+}
+
 static inline void *op_new_nothrow(size_t n, size_t align, void *ra)
 {
 	int t = mb_classify(ra, n);
-	return mb_sampled(align ? mb_memalign(align, n, T(t)) : mb_malloc(n, T(t)), t, n);
+	void *p = mb_sampled(align ? mb_memalign(align, n, T(t)) : mb_malloc(n, T(t)), t, n);
+	return p ? p : nothrow_failed(n, align, ra);
 }
 
 /* new, new[] */

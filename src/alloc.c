@@ -301,7 +301,7 @@ void *mb_realloc(void *p, size_t n, int type, const char *func)
 		return move(p, s->size, n, type, func);
 	}
 	if (m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1)))
-		mb_fatal_pointer(func, "double free or invalid pointer", p);
+		mb_fatal_pointer(func, "use after free or invalid pointer", p);
 	size_t old_bytes = (size_t)m->npages << MB_PAGE_SHIFT;
 	if (n <= MB_SMALL_MAX)
 		return move(p, old_bytes, n, type, func);

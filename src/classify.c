@@ -27,7 +27,8 @@ uint64_t mb_alloc_clock;
 struct site *mb_sites;
 static struct site *deep_sites;
 #define sites mb_sites
-static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Recursive for the same reason as the heap lock (see heap.c). */
+static pthread_mutex_t site_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 int mb_classify_ready;
 #define ready mb_classify_ready
 
@@ -540,7 +541,11 @@ void mb_classify_unlock(void)
 
 void mb_classify_after_fork_child(void)
 {
-	pthread_mutex_init(&site_lock, NULL);
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&site_lock, &a);
+	pthread_mutexattr_destroy(&a);
 }
 
 /* Code was unmapped: a return address may now belong to other code, so

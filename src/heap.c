@@ -13,7 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-struct mb_heap mb_heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* Recursive: fork's prepare handlers all run in the forking thread, and one
+ * registered after ours may allocate while ours holds the lock. */
+struct mb_heap mb_heap = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP };
 volatile int mb_heap_state;
 static __thread int init_owner MB_TLS;
 
@@ -39,9 +41,18 @@ static void atfork_parent(void)
 	mb_classify_unlock();
 }
 
+static void init_recursive(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 static void atfork_child(void)
 {
-	pthread_mutex_init(&mb_heap.lock, NULL);
+	init_recursive(&mb_heap.lock);
 	mb_classify_after_fork_child();
 	mb_stats_after_fork_child();
 	mb_tcache_after_fork_child();
@@ -101,6 +112,14 @@ int mb_heap_ensure(void)
 	return s == 2 ? 0 : -1;
 }
 
+/* Set up before the program's own constructors where possible, so our fork
+ * handlers are registered early (prepare handlers run last-registered
+ * first) and the first allocation finds the heap ready. */
+__attribute__((constructor(101))) static void heap_init_early(void)
+{
+	mb_heap_ensure();
+}
+
 void mb_purge_locked(int force)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
@@ -150,7 +169,10 @@ void *mb_large_alloc(size_t bytes, size_t align, int type, int zero)
 		 * misaligned head off. */
 		idx = mb_buddy_alloc(b, npages + apages, type, &zeroed);
 		if (idx >= 0) {
-			size_t start = ((size_t)idx + apages - 1) & ~(apages - 1);
+			/* The region is only pageblock-aligned: align the address. */
+			uintptr_t addr = (uintptr_t)mb_buddy_page_addr(b, (size_t)idx);
+			uintptr_t aligned = (addr + align - 1) & ~(uintptr_t)(align - 1);
+			size_t start = (size_t)idx + ((aligned - addr) >> MB_PAGE_SHIFT);
 			if (start != (size_t)idx) {
 				mb_buddy_split(b, (size_t)idx, start);
 				mb_buddy_free(b, (size_t)idx);

@@ -1,0 +1,62 @@
+# Programs that run under LD_PRELOAD=libmbuddy.so (tests/preload/run-preloaded.sh,
+# the LOG_COMPILER of tests without an extension). They link only against
+# libc, libdl and libpthread; libmbuddy is found at run time with dlsym.
+# -fno-builtin: the compiler must not fold, merge or drop the allocator
+# calls under test (malloc+memset into calloc, malloc/free pairs, ...).
+preload_cflags = $(AM_CFLAGS) -fno-builtin
+preload_ldadd = -lpthread -ldl
+
+preload_tests = \
+	tests/preload/api_conformance \
+	tests/preload/cxx_operators \
+	tests/preload/threads_stress \
+	tests/preload/fork_threads \
+	tests/preload/dlopen_loop \
+	tests/preload/exhaustion \
+	tests/preload/overflow_metadata
+
+check_PROGRAMS += $(preload_tests) tests/preload/misuse
+TESTS += $(preload_tests) tests/preload/misuse.test
+EXTRA_DIST += \
+	tests/preload/run-preloaded.sh \
+	tests/preload/misuse.test \
+	tests/preload/exhaustion.env
+
+tests_preload_api_conformance_SOURCES = tests/preload/api_conformance.c tests/preload/ptest.h
+tests_preload_api_conformance_CFLAGS = $(preload_cflags)
+tests_preload_api_conformance_LDADD = $(preload_ldadd)
+
+tests_preload_cxx_operators_SOURCES = tests/preload/cxx_operators.cc tests/preload/ptest.h
+tests_preload_cxx_operators_CXXFLAGS = -std=gnu++17 -Wall -Wextra -fno-builtin
+tests_preload_cxx_operators_LDADD = $(preload_ldadd)
+
+tests_preload_threads_stress_SOURCES = tests/preload/threads_stress.c tests/preload/ptest.h
+tests_preload_threads_stress_CFLAGS = $(preload_cflags)
+tests_preload_threads_stress_LDADD = $(preload_ldadd)
+
+tests_preload_fork_threads_SOURCES = tests/preload/fork_threads.c tests/preload/ptest.h
+tests_preload_fork_threads_CFLAGS = $(preload_cflags)
+tests_preload_fork_threads_LDADD = $(preload_ldadd)
+
+tests_preload_dlopen_loop_SOURCES = tests/preload/dlopen_loop.c tests/preload/ptest.h
+tests_preload_dlopen_loop_CFLAGS = $(preload_cflags)
+tests_preload_dlopen_loop_LDADD = $(preload_ldadd)
+
+# The module dlopen_loop loads: tests/preload/.libs/dlopen_lib.so.
+check_LTLIBRARIES += tests/preload/dlopen_lib.la
+tests_preload_dlopen_lib_la_SOURCES = tests/preload/dlopen_lib.c
+tests_preload_dlopen_lib_la_LDFLAGS = -module -rpath /nowhere -avoid-version
+
+# Runs with MBUDDY_HEAP_SIZE=64M from tests/preload/exhaustion.env.
+tests_preload_exhaustion_SOURCES = tests/preload/exhaustion.c tests/preload/ptest.h
+tests_preload_exhaustion_CFLAGS = $(preload_cflags)
+tests_preload_exhaustion_LDADD = $(preload_ldadd)
+
+tests_preload_overflow_metadata_SOURCES = tests/preload/overflow_metadata.c tests/preload/ptest.h
+tests_preload_overflow_metadata_CFLAGS = $(preload_cflags)
+tests_preload_overflow_metadata_LDADD = $(preload_ldadd)
+
+# Death tests: not a test itself, driven case by case by misuse.test.
+tests_preload_misuse_SOURCES = tests/preload/misuse.c tests/preload/ptest.h
+tests_preload_misuse_CFLAGS = $(preload_cflags)
+tests_preload_misuse_LDADD = $(preload_ldadd)

@@ -1,0 +1,242 @@
+/* Death tests: each case performs one misuse of the allocator, after
+ * printing on stdout the address it is about to pass. libmbuddy must write
+ * "libmbuddy: <function>(): <what>: <address>" to stderr and abort; the
+ * driver misuse.test checks all of that. If the misuse goes unnoticed the
+ * program says so and exits with status 3.
+ *
+ *   misuse CASE      run one case
+ *   misuse --list    print the cases, one per line:
+ *                    name, function, pattern for the kind of error
+ */
+#define _GNU_SOURCE 1
+#include "ptest.h"
+
+#include <malloc.h>
+#include <pthread.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+static char global_buf[256];
+
+/* Print the address the misuse is about, flushed before the crash. */
+static void *announce(void *p)
+{
+	printf("%p\n", p);
+	fflush(stdout);
+	return pt_hide(p);
+}
+
+static void not_detected(const char *what)
+{
+	fprintf(stderr, "misuse: %s was NOT detected\n", what);
+	exit(3);
+}
+
+/* ---- the cases ---- */
+
+static void double_free_tcache(void)
+{
+	/* The first free puts the object in this thread's cache. */
+	void *p = malloc(48);
+	free(p);
+	free(announce(p));
+	not_detected("double free of a cached small object");
+}
+
+static void double_free_small(void)
+{
+	/* The first free's object leaves the thread cache for its slab: free
+	 * it first, then enough objects of its class after it to flush the
+	 * cache several times over (the oldest entries go back first). */
+	enum { N = 2000 };
+	static void *others[N];
+	void *p = malloc(48);
+	void *neighbour = malloc(48); /* keeps p's slab alive */
+	for (int i = 0; i < N; i++)
+		others[i] = malloc(48);
+	free(p);
+	for (int i = 0; i < N; i++)
+		free(others[i]);
+	free(announce(p));
+	(void)neighbour;
+	not_detected("double free of a small object returned to its slab");
+}
+
+static void *alloc_and_free_in_thread(void *arg)
+{
+	void **out = arg;
+	/* Two objects from one refill of this thread's cache, so one slab:
+	 * the second keeps the slab (and the first's state) alive. */
+	out[0] = malloc(100);
+	out[1] = malloc(100);
+	free(out[0]);
+	return NULL; /* thread exit flushes its cache to the slabs */
+}
+
+static void double_free_other_thread(void)
+{
+	void *p[2] = { NULL, NULL };
+	pthread_t t;
+	if (pthread_create(&t, NULL, alloc_and_free_in_thread, p) != 0)
+		exit(4);
+	pthread_join(t, NULL);
+	free(announce(p[0]));
+	not_detected("double free of an object freed by a thread that exited");
+}
+
+static void double_free_medium(void)
+{
+	void *p = malloc(64 * KiB);
+	free(p);
+	free(announce(p));
+	not_detected("double free of a 64 KiB block");
+}
+
+static void double_free_large(void)
+{
+	void *p = malloc(8 * MiB);
+	memset(p, 1, 4096);
+	free(p);
+	free(announce(p));
+	not_detected("double free of an 8 MiB block");
+}
+
+static void double_delete(void)
+{
+	/* Through the C++ operators, found by name. */
+	void *(*op_new)(size_t) = (void *(*)(size_t))pt_sym("_Znwm");
+	void (*op_delete)(void *) = (void (*)(void *))pt_sym("_ZdlPv");
+	if (!op_new || !op_delete)
+		exit(4);
+	void *p = op_new(40);
+	op_delete(p);
+	op_delete(announce(p));
+	not_detected("double operator delete");
+}
+
+static void interior_small(void)
+{
+	unsigned char *p = malloc(64);
+	free(announce(p + 16));
+	not_detected("free of a pointer inside a small object");
+}
+
+static void interior_large(void)
+{
+	unsigned char *p = malloc(MiB);
+	free(announce(p + 8192));
+	not_detected("free of a pointer inside a large block (page boundary)");
+}
+
+static void interior_large_offset(void)
+{
+	unsigned char *p = malloc(MiB);
+	free(announce(p + 16));
+	not_detected("free of a pointer inside a large block's first page");
+}
+
+static void free_stack(void)
+{
+	char buf[64];
+	memset(buf, 0, sizeof buf);
+	free(announce(buf));
+	not_detected("free of a stack address");
+}
+
+static void free_global(void)
+{
+	free(announce(global_buf));
+	not_detected("free of a global");
+}
+
+static void realloc_freed_small(void)
+{
+	void *p = malloc(100);
+	free(p);
+	void *q = realloc(announce(p), 200);
+	(void)q;
+	not_detected("realloc of a freed small object");
+}
+
+static void realloc_freed_large(void)
+{
+	void *p = malloc(2 * MiB);
+	free(p);
+	void *q = realloc(announce(p), 3 * MiB);
+	(void)q;
+	not_detected("realloc of a freed large block");
+}
+
+static void usable_size_freed_small(void)
+{
+	void *p = malloc(100);
+	free(p);
+	size_t n = malloc_usable_size(announce(p));
+	(void)n;
+	not_detected("malloc_usable_size of a freed small object");
+}
+
+static void usable_size_freed_large(void)
+{
+	void *p = malloc(3 * MiB);
+	free(p);
+	size_t n = malloc_usable_size(announce(p));
+	(void)n;
+	not_detected("malloc_usable_size of a freed large block");
+}
+
+struct misuse_case {
+	const char *name;
+	void (*run)(void);
+	const char *function; /* as libmbuddy names it, without "()" */
+	const char *kind;     /* extended regex for the kind of error */
+};
+
+static const struct misuse_case cases[] = {
+	{ "double-free-tcache", double_free_tcache, "free", "double free" },
+	{ "double-free-small", double_free_small, "free", "double free" },
+	{ "double-free-thread-exit", double_free_other_thread, "free", "double free" },
+	{ "double-free-medium", double_free_medium, "free", "double free" },
+	{ "double-free-large", double_free_large, "free", "double free" },
+	{ "double-delete", double_delete, "operator delete", "double free" },
+	{ "interior-small", interior_small, "free", "invalid pointer" },
+	{ "interior-large", interior_large, "free", "invalid pointer" },
+	{ "interior-large-offset", interior_large_offset, "free", "invalid pointer" },
+	{ "free-stack", free_stack, "free", "invalid pointer" },
+	{ "free-global", free_global, "free", "invalid pointer" },
+	{ "realloc-freed-small", realloc_freed_small, "realloc", "use after free|double free|freed" },
+	{ "realloc-freed-large", realloc_freed_large, "realloc", "use after free|double free|freed" },
+	{ "usable-size-freed-small", usable_size_freed_small, "malloc_usable_size",
+	  "invalid pointer|use after free|freed" },
+	{ "usable-size-freed-large", usable_size_freed_large, "malloc_usable_size",
+	  "invalid pointer|use after free|freed" },
+};
+
+int main(int argc, char **argv)
+{
+	size_t n = sizeof cases / sizeof cases[0];
+	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+		for (size_t i = 0; i < n; i++)
+			printf("%s\t%s\t%s\n", cases[i].name, cases[i].function, cases[i].kind);
+		return 0;
+	}
+	if (argc != 2) {
+		fprintf(stderr, "usage: misuse CASE | --list\n");
+		return 2;
+	}
+	pt_init("misuse");
+	/* stdout's buffer must not come from the heap in the middle of a case. */
+	static char outbuf[BUFSIZ];
+	setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(argv[1], cases[i].name) == 0) {
+			/* Warm up: the allocator and a thread cache exist. */
+			void *w = malloc(10);
+			free(w);
+			cases[i].run();
+			return 3;
+		}
+	fprintf(stderr, "misuse: unknown case %s\n", argv[1]);
+	return 2;
+}
