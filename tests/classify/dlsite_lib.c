@@ -3,6 +3,9 @@
  * mean different lifetimes. */
 #include <stdlib.h>
 
+void *lib_alloc(size_t n);
+void *lib_work(int rounds);
+
 static void *volatile sink;
 static void *kept[20000];
 
