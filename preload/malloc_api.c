@@ -20,6 +20,14 @@
 #define CALLER __builtin_return_address(0)
 #define T(t) ((t) & MB_TYPE_MASK)
 
+/* Set up before the program's own constructors where possible, so our fork
+ * handlers are registered early (prepare handlers run last-registered
+ * first) and the first allocation finds the heap ready. */
+__attribute__((constructor(101))) static void heap_init_early(void)
+{
+	mb_heap_ensure();
+}
+
 EXPORT void *malloc(size_t n)
 {
 	int t = mb_classify(CALLER, n);

@@ -112,14 +112,6 @@ int mb_heap_ensure(void)
 	return s == 2 ? 0 : -1;
 }
 
-/* Set up before the program's own constructors where possible, so our fork
- * handlers are registered early (prepare handlers run last-registered
- * first) and the first allocation finds the heap ready. */
-__attribute__((constructor(101))) static void heap_init_early(void)
-{
-	mb_heap_ensure();
-}
-
 void mb_purge_locked(int force)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
