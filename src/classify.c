@@ -33,7 +33,9 @@ int mb_classify_ready;
 #define ready mb_classify_ready
 
 static __thread int in_classify MB_TLS;
-__thread int32_t mb_sample_countdown MB_TLS;
+/* A new thread starts a period away from its first sample: short-lived
+ * threads should not pay for an unwind each. */
+__thread int32_t mb_sample_countdown MB_TLS = MB_SAMPLE_PERIOD;
 #define sample_countdown mb_sample_countdown
 static __thread uint32_t sample_rng MB_TLS;
 static __thread struct site *pending_site MB_TLS, *pending_deep MB_TLS;
