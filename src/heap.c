@@ -3,6 +3,7 @@
 #include "metadata.h"
 #include "options.h"
 #include "region.h"
+#include "alloc.h"
 #include "classify.h"
 #include "report.h"
 #include "slab.h"
@@ -79,6 +80,10 @@ static int heap_init(void)
 		return -1;
 	}
 	mb_heap.region_bytes = got;
+	if (mb_opt.check) {
+		mb_canary_init();
+		mb_canaries = 1;
+	}
 	mb_heap.buddy.clock = mb_now_ms();
 	mb_tcache_init_key();
 	return 0;

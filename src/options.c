@@ -162,6 +162,12 @@ void mb_options_init(void)
 			mb_warn("MBUDDY_DECAY_MS=%s is not a number of milliseconds from 0 to 3600000; using %llu",
 				v, (unsigned long long)mb_opt.decay_ms);
 	}
+	if ((v = env("MBUDDY_CHECK"))) {
+		if (parse_uint(v, 0, 1, &u) == 0)
+			mb_opt.check = (int)u;
+		else
+			mb_warn("MBUDDY_CHECK=%s is not 0 or 1; using 0", v);
+	}
 	mb_opt.rules = env("MBUDDY_RULES");
 	mb_opt.profile = env("MBUDDY_PROFILE");
 }
