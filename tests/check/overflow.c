@@ -1,4 +1,4 @@
-/* Writes one byte past the usable size of a fresh object of argv[1] bytes,
+/* Writes 8 bytes past the usable size of a fresh object of argv[1] bytes,
  * then frees it. Under MBUDDY_CHECK=1 the free must be reported. */
 #include <malloc.h>
 #include <stdio.h>
@@ -14,7 +14,7 @@ int main(int argc, char **argv)
 	size_t u = malloc_usable_size(p);
 	printf("%p\n", (void *)p);
 	fflush(stdout);
-	memset(p, 'x', u + 1);
+	memset(p, 'x', u + 8);
 	free(p);
 	return 0;
 }
