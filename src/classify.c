@@ -40,6 +40,16 @@ __thread int32_t mb_sample_countdown MB_TLS = MB_SAMPLE_PERIOD;
 static __thread uint32_t sample_rng MB_TLS;
 static __thread struct site *pending_site MB_TLS, *pending_deep MB_TLS;
 static __thread int pending_nframes MB_TLS;
+
+#define WRAPPER_MEMO 64
+#define WRAPPER_RECHECK 32
+struct wrapper_memo {
+	uintptr_t key;
+	struct site *deep;
+	uint32_t uses;
+	uint32_t ambiguous;
+};
+static __thread struct wrapper_memo wrapper_memo[WRAPPER_MEMO] MB_TLS;
 static __thread void *pending_frames[NFRAMES] MB_TLS;
 
 #define hash_key mb_site_hash
@@ -260,9 +270,40 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		sample = 1;
 	}
 	int type = atomic_load(&s->type);
+	/* Through a wrapper: a thread's recent call paths, keyed by the return
+	 * address and the stack depth, remember their deeper site. Unwinds
+	 * confirm it, often at first and then one use in WRAPPER_RECHECK; two
+	 * paths found behind one key (same depth, different callers) make that
+	 * key unwind every time. */
+	struct wrapper_memo *wm = NULL;
+	if ((fl & SITE_WRAPPER) && !sample) {
+		uintptr_t sp;
+		__asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+		uintptr_t key = (uintptr_t)ra ^ (sp * 0x9e3779b97f4a7c15ULL);
+		wm = &wrapper_memo[mb_site_hash(key) & (WRAPPER_MEMO - 1)];
+		if (wm->key != key) {
+			wm->key = key;
+			wm->deep = NULL;
+			wm->uses = 0;
+			wm->ambiguous = 0;
+		}
+		uint32_t u = ++wm->uses;
+		int recheck = wm->ambiguous || !wm->deep || (u & (u - 1)) == 0 || u % WRAPPER_RECHECK == 0;
+		if (!recheck) {
+			struct site *d = wm->deep;
+			in_classify = 0;
+			return (d->n_short + d->n_medium + d->n_old) >= MIN_EVIDENCE ? atomic_load(&d->type)
+										: MB_KERNNORCLM;
+		}
+	}
 	if (sample || (fl & SITE_WRAPPER)) {
 		capture();
 		struct site *d = deep_site(s, ra, 1);
+		if (wm) {
+			if (wm->deep && d != wm->deep)
+				wm->ambiguous = 1;
+			wm->deep = d;
+		}
 		/* Through a wrapper, the deeper site decides; one without
 		 * evidence yet gets the default, like any unseen site. */
 		if (fl & SITE_WRAPPER)
