@@ -172,37 +172,53 @@ static inline struct mb_page *page_of(const void *p)
 	return &b->pages[off >> MB_PAGE_SHIFT];
 }
 
+/* The page record of p, which must be a live allocation (for a small
+ * object *sp and *ip name its slab and index, else *sp is NULL). Anything
+ * else is reported naming func; an object already freed is a "double
+ * free" when freeing, a "use after free" otherwise. */
+static struct mb_page *live_or_die(const void *p, const char *func, int freeing, struct mb_slab **sp, uint32_t *ip)
+{
+	struct mb_page *m = page_of(p);
+	if (unlikely(m == NULL))
+		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
+	if (likely(m->kind == MB_KIND_SLAB)) {
+		struct mb_slab *s = mb_slab_of(m, p, ip);
+		if (unlikely(s == NULL))
+			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
+		if (unlikely(s->state[*ip] != MB_OBJ_ALLOCATED && s->state[*ip] != MB_OBJ_SAMPLED))
+			mb_fatal_pointer(func, freeing ? "double free detected" : "use after free (pointer already freed)", p);
+		*sp = s;
+		return m;
+	}
+	if (unlikely(m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1))))
+		mb_fatal_pointer(func,
+				 m->state == MB_PG_TAIL || m->kind == MB_KIND_LARGE ? "invalid pointer (inside an allocation)"
+				 : freeing ? "double free or invalid pointer"
+					   : "use after free or invalid pointer",
+				 p);
+	*sp = NULL;
+	return m;
+}
+
 /* Everything that is not a valid small object going into a thread cache
  * with room: NULL, errors, sampled objects, large objects, full bins. */
 static __attribute__((noinline)) void free_slow(void *p, const char *func)
 {
 	if (unlikely(p == NULL))
 		return;
-	struct mb_page *m = page_of(p);
-	if (unlikely(m == NULL))
-		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
-	if (likely(m->kind == MB_KIND_SLAB)) {
-		uint32_t i;
-		struct mb_slab *s = mb_slab_of(m, p, &i);
-		if (unlikely(s == NULL))
-			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
+	struct mb_slab *s;
+	uint32_t i;
+	struct mb_page *m = live_or_die(p, func, 1, &s, &i);
+	if (likely(s != NULL)) {
 		uint8_t *st = &s->state[i];
-		if (unlikely(*st != MB_OBJ_ALLOCATED)) {
-			if (*st != MB_OBJ_SAMPLED)
-				mb_fatal_pointer(func, "double free detected", p);
+		if (*st == MB_OBJ_SAMPLED)
 			mb_classify_freed(p);
-		}
 		*st = MB_OBJ_CACHED;
 		int saved = errno;
 		small_free_slow(s, i, st);
 		errno = saved;
 		return;
 	}
-	if (unlikely(m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC ||
-		     ((uintptr_t)p & (MB_PAGE_SIZE - 1))))
-		mb_fatal_pointer(func, m->state == MB_PG_TAIL || m->kind == MB_KIND_LARGE
-				 ? "invalid pointer (inside an allocation)"
-				 : "double free or invalid pointer", p);
 	int saved = errno;
 	if (m->user16 & MB_LARGE_SAMPLED)
 		mb_classify_freed(p);
@@ -252,19 +268,10 @@ static inline size_t raw_usable_size(const void *p, const char *func)
 {
 	if (!p)
 		return 0;
-	struct mb_page *m = page_of(p);
-	if (!m)
-		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
-	if (m->kind == MB_KIND_SLAB) {
-		uint32_t i;
-		struct mb_slab *s = mb_slab_of(m, p, &i);
-		if (!s || (s->state[i] != MB_OBJ_ALLOCATED && s->state[i] != MB_OBJ_SAMPLED))
-			mb_fatal_pointer(func, "invalid pointer", p);
-		return s->size;
-	}
-	if (m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1)))
-		mb_fatal_pointer(func, "invalid pointer", p);
-	return (size_t)m->npages << MB_PAGE_SHIFT;
+	struct mb_slab *s;
+	uint32_t i;
+	struct mb_page *m = live_or_die(p, func, 0, &s, &i);
+	return s ? s->size : (size_t)m->npages << MB_PAGE_SHIFT;
 }
 
 /* ---- realloc ---- */
@@ -287,23 +294,15 @@ static inline void *raw_realloc(void *p, size_t n, int type, const char *func)
 		raw_free(p, func); /* glibc frees and returns NULL */
 		return NULL;
 	}
-	struct mb_page *m = page_of(p);
-	if (!m)
-		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
-	if (m->kind == MB_KIND_SLAB) {
-		uint32_t i;
-		struct mb_slab *s = mb_slab_of(m, p, &i);
-		if (!s)
-			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
-		if (s->state[i] != MB_OBJ_ALLOCATED && s->state[i] != MB_OBJ_SAMPLED)
-			mb_fatal_pointer(func, "use after free (pointer already freed)", p);
+	struct mb_slab *s;
+	uint32_t i;
+	struct mb_page *m = live_or_die(p, func, 0, &s, &i);
+	if (s) {
 		/* Same class: nothing to do. */
 		if (n <= MB_SMALL_MAX && mb_size_class(n) == s->sclass)
 			return p;
 		return move(p, s->size, n, type, func);
 	}
-	if (m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1)))
-		mb_fatal_pointer(func, "use after free or invalid pointer", p);
 	size_t old_bytes = (size_t)m->npages << MB_PAGE_SHIFT;
 	if (n <= MB_SMALL_MAX)
 		return move(p, old_bytes, n, type, func);
