@@ -33,9 +33,12 @@ int mb_classify_ready;
 #define ready mb_classify_ready
 
 static __thread int in_classify MB_TLS;
-/* A new thread starts a period away from its first sample: short-lived
- * threads should not pay for an unwind each. */
-__thread int32_t mb_sample_countdown MB_TLS = MB_SAMPLE_PERIOD;
+/* A new thread starts four periods away from its first sample, and does
+ * not unwind before it: libunwind gives every thread that unwinds a trace
+ * cache of its own (a quarter MiB, faulted in, then unmapped at exit), which
+ * short-lived threads should not pay for. */
+__thread int32_t mb_sample_countdown MB_TLS = 4 * MB_SAMPLE_PERIOD;
+static __thread int thread_unwinds MB_TLS;
 #define sample_countdown mb_sample_countdown
 static __thread uint32_t sample_rng MB_TLS;
 static __thread struct site *pending_site MB_TLS, *pending_deep MB_TLS;
@@ -264,12 +267,21 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		in_classify = 0;
 		return atomic_load(&s->type);
 	}
+	if (sample)
+		thread_unwinds = 1;
+	int type = atomic_load(&s->type);
+	if (!thread_unwinds) {
+		/* A young thread: no unwinding, so a learning site waits for
+		 * samples from older threads, and a wrapper's allocations get
+		 * the default type. */
+		in_classify = 0;
+		return (fl & SITE_WRAPPER) ? MB_KERNNORCLM : type;
+	}
 	if (fl & SITE_LEARNING) {
 		if (atomic_fetch_sub(&s->learn_left, 1) <= 1)
 			atomic_fetch_and(&s->flags, (uint8_t)~SITE_LEARNING);
 		sample = 1;
 	}
-	int type = atomic_load(&s->type);
 	/* Through a wrapper: a thread's recent call paths, keyed by the return
 	 * address and the stack depth, remember their deeper site. Unwinds
 	 * confirm it, often at first and then one use in WRAPPER_RECHECK; two
