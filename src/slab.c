@@ -139,8 +139,10 @@ size_t mb_slab_purge_locked(void)
 						busy = s->state[i] != MB_OBJ_FREE;
 					if (busy)
 						continue;
-					if (b->release && b->release(mb_buddy_page_addr(b, first + pg), MB_PAGE_SIZE) != 0)
+					if (b->release && b->release(mb_buddy_page_addr(b, first + pg), MB_PAGE_SIZE) != 0) {
+						b->count.release_failures++;
 						return released;
+					}
 					m->flags &= (uint8_t)~MB_PGF_DIRTY;
 					released++;
 				}
@@ -170,10 +172,12 @@ unsigned mb_slab_refill_locked(int type, unsigned c, struct mb_tentry *out, unsi
 			}
 			i = (uint32_t)(z - s->state);
 			*z = MB_OBJ_CACHED;
-			/* Its page may have been released: it is in use again. */
+			/* Its pages may have been released: they are in use again. */
 			uintptr_t a = s->start + (uintptr_t)i * s->size;
-			mb_heap.buddy.pages[mb_buddy_page_index(&mb_heap.buddy, (void *)a)].flags |= MB_PGF_DIRTY;
-			mb_heap.buddy.pages[mb_buddy_page_index(&mb_heap.buddy, (void *)(a + s->size - 1))].flags |= MB_PGF_DIRTY;
+			size_t first = mb_buddy_page_index(&mb_heap.buddy, (void *)a);
+			size_t last = mb_buddy_page_index(&mb_heap.buddy, (void *)(a + s->size - 1));
+			for (size_t pg = first; pg <= last; pg++)
+				mb_heap.buddy.pages[pg].flags |= MB_PGF_DIRTY;
 			s->nfree--;
 			out[n].p = (void *)(s->start + (uintptr_t)i * s->size);
 			out[n].st = z;

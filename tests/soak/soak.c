@@ -1316,7 +1316,7 @@ int main(int argc, char **argv)
 		} else if (rc == 0 && t - forker_seen > stall_limit) {
 			stall("the forker thread", t - forker_seen);
 		}
-		if (next_report && t >= next_report) {
+		if (next_report > 0 && t >= next_report) {
 			next_report += opt_report;
 			unsigned long long forks = atomic_load(&g_forks);
 			fprintf(stderr, "soak: t=%.0f s ops=%llu verified=%.2f GiB forks=%llu (%.0f ms each) threads=%llu cross_frees=%llu\n",
