@@ -522,8 +522,8 @@ size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max)
 		/* A pageblock in the pool needs no page records: all-zero reads
 		 * as "nothing here, clean", so their memory can go too. */
 		size_t meta = b->pb_pages * sizeof(struct mb_page);
-		if (meta % MB_PAGE_SIZE == 0 && b->release)
-			b->release(&b->pages[first], meta);
+		if (meta % MB_PAGE_SIZE == 0 && b->release && b->release(&b->pages[first], meta) != 0)
+			b->count.release_failures++; /* harmless: the records stay */
 		for (size_t i = first; i < first + b->pb_pages; i++)
 			b->pages[i].flags &= (uint8_t)~MB_PGF_DIRTY;
 		if ((size_t)pb < b->clean_hint)
