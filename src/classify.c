@@ -9,6 +9,8 @@
 
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <libunwind.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -578,9 +580,22 @@ void mb_classify_init(void)
 	}
 	memset(buckets, 0xff, SAMPLE_BUCKETS * sizeof(uint32_t));
 	/* The first unw_backtrace of a process costs a fraction of a
-	 * millisecond; pay it now, not inside some allocation. */
+	 * millisecond; pay it now, not inside some allocation. It also makes
+	 * libunwind open a pipe it keeps for good: a program started with
+	 * stdin, stdout or stderr closed must not find that pipe there, so
+	 * closed standard descriptors are held on /dev/null meanwhile. */
+	int held[3], nheld = 0;
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) == -1) {
+			int got = open("/dev/null", O_RDWR | O_CLOEXEC);
+			if (got >= 0)
+				held[nheld++] = got;
+		}
+	}
 	void *warm[NFRAMES];
 	unw_backtrace(warm, NFRAMES);
+	while (nheld)
+		close(held[--nheld]);
 	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
 }
 

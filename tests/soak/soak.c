@@ -52,9 +52,12 @@
  * write(2) and never touches the hand-off queue or any other lock that a
  * thread of the parent may have held.
  *
- * Deadlocks: a child has an alarm (--child-timeout, default 60 s); in the
- * parent, a thread that makes no progress for --stall-seconds (default 180)
- * aborts the run with the summary line marked stalled=1.
+ * Deadlocks: a child has an alarm (--child-timeout, default 60 s); one
+ * still there 10 s after it (hung with SIGALRM blocked) is reported with
+ * its /proc status and killed with SIGKILL (--keep-hung leaves it for a
+ * debugger). In the parent, a thread that makes no progress for
+ * --stall-seconds (default 180) aborts the run with the summary line
+ * marked stalled=1.
  *
  * Output: progress lines (with --report N) on standard error, and one
  * summary line on standard output:
@@ -76,6 +79,7 @@
  * with them (clang 14's ASan ran with forks). */
 #define _GNU_SOURCE 1
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -116,7 +120,8 @@ static int opt_child_timeout = 60;
 static int opt_stall_seconds = 180; /* a thread without progress that long: deadlock */
 static double opt_report;
 static int opt_quiet;
-static int opt_inject; /* self-test: 1 = in a worker, 2 = in a child, 3 = hang */
+static int opt_keep_hung;
+static int opt_inject; /* self-test: 1 = in a worker, 2 = in a child, 3 = hang, 4 = child hang */
 
 /* ---- global counters ---- */
 
@@ -362,10 +367,25 @@ static void slot_end(struct blk *b)
 	atomic_store_explicit(&b->seq, s + 1, memory_order_release);
 }
 
+/* Under libmbuddy, the heap's state when an allocation fails (once). */
+static void dump_allocator_stats(void)
+{
+	static atomic_int dumped;
+	if (atomic_exchange(&dumped, 1))
+		return;
+	int (*print)(int, int) = (int (*)(int, int))dlsym(RTLD_DEFAULT, "mbuddy_stats_print");
+	if (print) {
+		msg("libmbuddy statistics at the failure:");
+		print(STDERR_FILENO, 0);
+	}
+}
+
 static void fail_null(struct ctx *c, const char *fn, size_t n, size_t align)
 {
 	msg("ALLOCATION FAILURE (%s): %s(size %zu, align %zu) returned NULL: %s",
 	    c->who, fn, n, align, strerror(errno));
+	if (!c->in_child)
+		dump_allocator_stats();
 	c->null++;
 	flush(c);
 }
@@ -871,6 +891,14 @@ static void child_main(struct ctx *parent, unsigned forkno, int rfd, int wfd)
 		_exit(12);
 	}
 	close(rfd);
+	if (opt_inject == 4 && forkno == 3) {
+		sigset_t all;
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, NULL);
+		msg("child of fork %u: hanging with every signal blocked (--inject child-hang)", forkno);
+		for (;;)
+			sleep_ms(1000);
+	}
 
 	/* The forking thread's own blocks are all whole. */
 	verify_all(&c, &forker_table, "inherited from the forking thread");
@@ -949,6 +977,67 @@ static void child_main(struct ctx *parent, unsigned forkno, int rfd, int wfd)
 	_exit(code);
 }
 
+/* Print a line of /proc/PID/FILE fields starting with one of the keys. */
+static void proc_fields(pid_t pid, const char *file, const char *keys[], int nkeys)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		for (int k = 0; k < nkeys; k++)
+			if (!strncmp(line, keys[k], strlen(keys[k])))
+				msg("  child %d %s", (int)pid, line);
+}
+
+/* Wait for a child. The child's own alarm ends it after --child-timeout
+ * seconds, unless it hangs with SIGALRM blocked (libunwind, for one,
+ * blocks every signal while it holds its lock): a child still there 10 s
+ * later is reported, killed with SIGKILL (or, with --keep-hung, left for a
+ * debugger) and 0 is returned. Otherwise waitpid's result. */
+static pid_t wait_child(pid_t pid, unsigned forkno, int *status)
+{
+	double limit = now_s() + opt_child_timeout + 10;
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r != 0 && !(r == -1 && errno == EINTR))
+			return r;
+		if (now_s() > limit)
+			break;
+		sleep_ms(2);
+	}
+	static const char *keys[] = {"State", "SigBlk", "ShdPnd", "SigPnd"};
+	char wchan[64] = "?";
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
+	int fd = open(path, O_RDONLY);
+	if (fd >= 0) {
+		ssize_t n = read(fd, wchan, sizeof wchan - 1);
+		wchan[n > 0 ? n : 0] = 0;
+		close(fd);
+	}
+	msg("child of fork %u (pid %d) HUNG: still running 10 s after its alarm was due "
+	    "(deadlock in the child; wchan %s)%s",
+	    forkno, (int)pid, wchan,
+	    opt_keep_hung ? "; left running for a debugger (--keep-hung)" : "; killed with SIGKILL");
+	proc_fields(pid, "status", keys, 4);
+	if (opt_keep_hung) {
+		msg("  attach with: gdb -p %d -batch -ex 'thread apply all bt'", (int)pid);
+		return 0;
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) == -1 && errno == EINTR)
+		;
+	return 0;
+}
+
 static void do_fork(struct ctx *c, unsigned forkno)
 {
 	size_t nslots = (size_t)nworkers * WSLOTS;
@@ -1002,10 +1091,15 @@ static void do_fork(struct ctx *c, unsigned forkno)
 	int wrote = write_all(p2c[1], stable_map, (nslots + 7) / 8);
 	close(p2c[1]);
 
-	int status;
-	pid_t r;
-	while ((r = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
-		;
+	int status = 0;
+	pid_t r = wait_child(pid, forkno, &status);
+	if (r == 0) { /* hung and killed: reported */
+		close(c2p[0]);
+		atomic_fetch_add(&g_forks, 1);
+		atomic_fetch_add(&g_child_fail, 1);
+		atomic_store(&g_stop, 1);
+		return;
+	}
 	struct child_stats cs;
 	int got = read_all(c2p[0], &cs, sizeof cs) == 0;
 	close(c2p[0]);
@@ -1080,7 +1174,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: soak [--seconds N] [--threads N] [--seed N] [--max-mb N] [--fork-ms N]\n"
 		"            [--child-verify-mb N] [--child-ops N] [--child-timeout N]\n"
-		"            [--stall-seconds N] [--report N] [--inject WHAT] [--quiet]\n"
+		"            [--stall-seconds N] [--report N] [--inject WHAT] [--keep-hung]\n"
+		"            [--quiet]\n"
 		"  --seconds N          run time (default 10)\n"
 		"  --threads N          worker threads, 1..%d (default 4)\n"
 		"  --seed N             random seed (default: from the clock, printed)\n"
@@ -1093,8 +1188,11 @@ static void usage(FILE *f)
 		"  --stall-seconds N    a thread without progress that long is a deadlock:\n"
 		"                       the run aborts (default 180)\n"
 		"  --inject WHAT        self-test, the run must fail: corrupt a byte in a\n"
-		"                       worker (parent) or in a forked child (child), or\n"
-		"                       make a worker hang (hang)\n"
+		"                       worker (parent) or in a forked child (child), make\n"
+		"                       a worker hang (hang), or a child hang with every\n"
+		"                       signal blocked (child-hang)\n"
+		"  --keep-hung          leave a hung child running (for gdb) instead of\n"
+		"                       killing it; the run still fails\n"
 		"  --quiet              no start-up line\n",
 		MAX_WORKERS);
 }
@@ -1124,6 +1222,10 @@ static int parse_args(int argc, char **argv)
 		}
 		if (!strcmp(a, "--quiet")) {
 			opt_quiet = 1;
+			continue;
+		}
+		if (!strcmp(a, "--keep-hung")) {
+			opt_keep_hung = 1;
 			continue;
 		}
 		if (i + 1 >= argc) {
@@ -1175,8 +1277,10 @@ static int parse_args(int argc, char **argv)
 				opt_inject = 2;
 			else if (!strcmp(s, "hang"))
 				opt_inject = 3;
+			else if (!strcmp(s, "child-hang"))
+				opt_inject = 4;
 			else {
-				fprintf(stderr, "soak: bad value for --inject: '%s' (parent, child or hang)\n", s);
+				fprintf(stderr, "soak: bad value for --inject: '%s' (parent, child, hang or child-hang)\n", s);
 				return -1;
 			}
 		} else if (!strcmp(a, "--stall-seconds")) {
