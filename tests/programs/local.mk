@@ -5,7 +5,7 @@ program_tests = \
 	tests/programs/gxx.test tests/programs/perl.test \
 	tests/programs/python-multiprocessing.test \
 	tests/programs/python-objects.test tests/programs/python-threads.test \
-	tests/programs/sqlite3.test
+	tests/programs/sqlite3.test tests/programs/closed-stdio.test
 TESTS += $(program_tests)
 EXTRA_DIST += $(program_tests) tests/programs/lib.sh \
 	tests/programs/cpython-modules.txt tests/programs/cpython-quick.txt \
