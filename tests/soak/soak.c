@@ -73,10 +73,11 @@
  * that the checker itself fails a run.
  *
  * Sanitizers: the program is clean under -fsanitize=thread and
- * -fsanitize=address,undefined without a preload. GCC 12's ASan and TSan
- * allocators are not fork-safe, though: a child can deadlock inside the
- * sanitizer's own malloc (its alarm then fails the run); use --fork-ms 0
- * with them (clang 14's ASan ran with forks). */
+ * -fsanitize=address,undefined without a preload. The sanitizers'
+ * allocators (GCC 12, clang 14) are not fork-safe, though: now and then a
+ * child deadlocks inside the sanitizer's own malloc, on a lock another
+ * thread held at the fork, and its alarm fails the run. Use --fork-ms 0
+ * with them, or ignore such child failures. */
 #define _GNU_SOURCE 1
 
 #include <dlfcn.h>
