@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <libunwind.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -173,9 +174,23 @@ static int next_countdown(void)
 	return (int32_t)(1 + x % (2 * MB_SAMPLE_PERIOD));
 }
 
+/* fork() must not happen while a thread is inside libunwind: the child
+ * would inherit its cache lock held, forever. Unwinds announce themselves;
+ * the prepare handler closes the gate and waits for them to finish (they
+ * take none of our locks, so they always do), and an unwind that finds the
+ * gate closed does without a stack. */
+static _Atomic int unwinders, fork_gate;
+
 static int capture(void)
 {
+	atomic_fetch_add(&unwinders, 1);
+	if (atomic_load(&fork_gate)) {
+		atomic_fetch_sub(&unwinders, 1);
+		pending_nframes = 0;
+		return 0;
+	}
 	int n = unw_backtrace(pending_frames, NFRAMES);
+	atomic_fetch_sub(&unwinders, 1);
 	pending_nframes = n > 0 ? n : 0;
 	return pending_nframes;
 }
@@ -601,16 +616,22 @@ void mb_classify_init(void)
 
 void mb_classify_lock(void)
 {
+	atomic_store(&fork_gate, 1);
+	while (atomic_load(&unwinders))
+		sched_yield();
 	pthread_mutex_lock(&site_lock);
 }
 
 void mb_classify_unlock(void)
 {
 	pthread_mutex_unlock(&site_lock);
+	atomic_store(&fork_gate, 0);
 }
 
 void mb_classify_after_fork_child(void)
 {
+	atomic_store(&unwinders, 0);
+	atomic_store(&fork_gate, 0);
 	pthread_mutexattr_t a;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
