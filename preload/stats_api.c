@@ -35,13 +35,10 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 	st->global_steals = s.count.global_steals;
 	st->global_refills = s.count.global_refills;
 	st->frees = s.counts.frees;
-	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
 	for (int t = 0; t < MB_NTYPES; t++) {
 		struct mbuddy_type_stats *ts = &st->types[t];
-		for (unsigned o = 0; o < s.pb_order; o++) {
+		for (unsigned o = 0; o < s.pb_order; o++)
 			ts->free[o] = s.nr_free[t][o];
-			nr[o] += s.nr_free[t][o];
-		}
 		ts->pageblocks = s.pb_owned[t];
 		ts->allocs = s.count.allocs[t];
 		ts->fallbacks = s.count.fallbacks[t];
@@ -49,7 +46,8 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 		ts->objects = s.counts.mallocs[t];
 		st->mallocs += s.counts.mallocs[t];
 	}
-	nr[s.pb_order] += s.global_free - (s.nblocks - s.pb_high);
+	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
+	mb_stats_free_blocks(&s, nr);
 	for (unsigned o = 0; o < s.max_order; o++) {
 		st->unusable_free_space[o] = mb_unusable_free_index(nr, s.max_order, o);
 		st->fragmentation_index[o] = mb_fragmentation_index(nr, s.max_order, o);

@@ -195,20 +195,27 @@ static int capture(void)
 	return pending_nframes;
 }
 
+/* Where ra stands in the captured stack, or -1. */
+static int frame_index(void *ra)
+{
+	for (int i = 0; i < pending_nframes; i++)
+		if (pending_frames[i] == ra)
+			return i;
+	return -1;
+}
+
 /* The key of the frames above ra in the captured stack. */
 static uintptr_t deep_key(void *ra)
 {
-	for (int i = 0; i < pending_nframes - 1; i++) {
-		if (pending_frames[i] == ra) {
-			/* Keyed on the wrapper's own address too: callers of two
-			 * different wrappers are different sites. */
-			uintptr_t k = (uintptr_t)ra ^ (uintptr_t)pending_frames[i + 1] * 31;
-			if (i + 2 < pending_nframes)
-				k ^= (uintptr_t)pending_frames[i + 2] * 0x9e3779b97f4a7c15ULL;
-			return k | 1;
-		}
-	}
-	return 0;
+	int i = frame_index(ra);
+	if (i < 0 || i + 1 >= pending_nframes)
+		return 0;
+	/* Keyed on the wrapper's own address too: callers of two different
+	 * wrappers are different sites. */
+	uintptr_t k = (uintptr_t)ra ^ (uintptr_t)pending_frames[i + 1] * 31;
+	if (i + 2 < pending_nframes)
+		k ^= (uintptr_t)pending_frames[i + 2] * 0x9e3779b97f4a7c15ULL;
+	return k | 1;
 }
 
 static struct site *deep_site(struct site *s, void *ra, int create)
@@ -223,9 +230,7 @@ static struct site *deep_site(struct site *s, void *ra, int create)
 	struct mb_profile_entry pe;
 	int known = 0;
 	if (mb_opt.profile && s->pkey) {
-		int i = 0;
-		while (i < pending_nframes && pending_frames[i] != ra)
-			i++;
+		int i = frame_index(ra); /* found: deep_key succeeded */
 		uint64_t f1 = i + 1 < pending_nframes ? mb_profile_pc_key(pending_frames[i + 1]) : 0;
 		uint64_t f2 = i + 2 < pending_nframes ? mb_profile_pc_key(pending_frames[i + 2]) : 0;
 		pkey = mb_profile_deep_key(s->pkey, f1, f2);
@@ -632,11 +637,7 @@ void mb_classify_after_fork_child(void)
 {
 	atomic_store(&unwinders, 0);
 	atomic_store(&fork_gate, 0);
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-	pthread_mutex_init(&site_lock, &a);
-	pthread_mutexattr_destroy(&a);
+	mb_mutex_init_recursive(&site_lock);
 }
 
 /* Code was unmapped: a return address may now belong to other code, so

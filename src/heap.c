@@ -42,7 +42,7 @@ static void atfork_parent(void)
 	mb_classify_unlock();
 }
 
-static void init_recursive(pthread_mutex_t *m)
+void mb_mutex_init_recursive(pthread_mutex_t *m)
 {
 	pthread_mutexattr_t a;
 	pthread_mutexattr_init(&a);
@@ -53,7 +53,7 @@ static void init_recursive(pthread_mutex_t *m)
 
 static void atfork_child(void)
 {
-	init_recursive(&mb_heap.lock);
+	mb_mutex_init_recursive(&mb_heap.lock);
 	mb_classify_after_fork_child();
 	mb_stats_after_fork_child();
 	mb_tcache_after_fork_child();

@@ -66,6 +66,10 @@ extern volatile int mb_heap_state;
 /* Initialise on first use; returns 0 when the heap is ready. */
 int mb_heap_ensure(void);
 
+/* Re-create a recursive mutex (in a fork child; see heap.c for why our
+ * locks are recursive). */
+void mb_mutex_init_recursive(pthread_mutex_t *m);
+
 static inline void mb_heap_lock(void) { pthread_mutex_lock(&mb_heap.lock); }
 static inline void mb_heap_unlock(void) { pthread_mutex_unlock(&mb_heap.lock); }
 

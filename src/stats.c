@@ -132,7 +132,7 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 /* Free blocks of every type per order, and at the top order the global
  * pageblocks of the part of the heap in use so far: counting the whole
  * reservation would make every index read "no fragmentation". */
-static void all_free(const struct mb_snapshot *s, uint64_t *nr)
+void mb_stats_free_blocks(const struct mb_snapshot *s, uint64_t nr[MB_MAX_ORDER_MAX])
 {
 	for (unsigned o = 0; o < s->max_order; o++) {
 		nr[o] = 0;
@@ -203,7 +203,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 	char prog[64];
 	program_name(prog, sizeof prog);
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
-	all_free(s, nr);
+	mb_stats_free_blocks(s, nr);
 
 	mb_out_fmt(o, "libmbuddy statistics: pid %d (%s)\n", (int)getpid(), prog);
 	mb_out_fmt(o, "Heap of %.1f MiB in %zu pageblocks of %zu KiB (MAX_ORDER %u), classification %s\n\n",
@@ -308,7 +308,7 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 	char prog[64];
 	program_name(prog, sizeof prog);
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
-	all_free(s, nr);
+	mb_stats_free_blocks(s, nr);
 
 	mb_out_fmt(o, "{\"pid\":%d,\"program\":", (int)getpid());
 	mb_out_json_str(o, prog);

@@ -41,6 +41,10 @@ struct mb_snapshot {
 	uint64_t rss_bytes;
 };
 
+/* Free blocks per order over all types, for the fragmentation indices: the
+ * global pool counts at the top order, for the pageblocks used so far. */
+void mb_stats_free_blocks(const struct mb_snapshot *s, uint64_t nr[MB_MAX_ORDER_MAX]);
+
 /* Take a snapshot (takes and releases the heap lock). */
 void mb_stats_snapshot(struct mb_snapshot *s);
 
