@@ -33,14 +33,14 @@ static void *new_failed(size_t n, size_t align, void *ra)
 			abort();
 		}
 		h();
-		int t = mb_classify(ra, n) & MB_TYPE_MASK;
+		int t = mb_classify(ra, n) & MB_KEY_MASK;
 		void *p = align ? mb_memalign(align, n, t) : mb_malloc(n, t);
 		if (p)
 			return p;
 	}
 }
 
-#define T(t) ((t) & MB_TYPE_MASK)
+#define T(t) ((t) & MB_KEY_MASK)
 
 static inline void *op_new(size_t n, void *ra)
 {
@@ -66,7 +66,7 @@ static void *nothrow_failed(size_t n, size_t align, void *ra)
 		if (!h)
 			return NULL;
 		h();
-		int t = mb_classify(ra, n) & MB_TYPE_MASK;
+		int t = mb_classify(ra, n) & MB_KEY_MASK;
 		void *p = align ? mb_memalign(align, n, t) : mb_malloc(n, t);
 		if (p)
 			return p;

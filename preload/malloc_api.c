@@ -18,7 +18,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define CALLER __builtin_return_address(0)
-#define T(t) ((t) & MB_TYPE_MASK)
+#define T(t) ((t) & MB_KEY_MASK)
 
 /* Set up before the program's own constructors where possible, so our fork
  * handlers are registered early (prepare handlers run last-registered

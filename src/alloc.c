@@ -26,11 +26,11 @@ static __attribute__((noinline)) void *tick_then(struct mb_tcache *tc, void *p)
 
 /* Slow work is reached by tail calls, so the fast paths need no saved
  * registers and no stack frame. */
-static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int type, unsigned c)
+static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int key, unsigned c)
 {
 	struct mb_tentry e = bin->e[--bin->n];
 	*e.st = MB_OBJ_ALLOCATED;
-	tc->counts.mallocs[type]++;
+	tc->counts.mallocs[mb_key_type(key)]++;
 	tc->counts.alloc_bytes += mb_classes[c].size;
 	if (unlikely(tc->counts.alloc_bytes >= tc->next_tick))
 		return tick_then(tc, e.p);
@@ -39,7 +39,7 @@ static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int type, uns
 
 /* The size class tables exist once the heap is initialised, which a thread
  * cache implies; the slow path (re)computes the class after initialising. */
-static __attribute__((noinline)) void *small_slow(size_t n, int type)
+static __attribute__((noinline)) void *small_slow(size_t n, int key)
 {
 	if (mb_heap_ensure() != 0) {
 		errno = ENOMEM;
@@ -52,19 +52,19 @@ static __attribute__((noinline)) void *small_slow(size_t n, int type)
 		tc = mb_tcache_create();
 	if (tc) {
 		mb_tcache_maybe_flush_all(tc);
-		struct mb_tbin *bin = &tc->bin[type][c];
-		if (bin->n || mb_tcache_refill(tc, type, c))
-			return pop(tc, bin, type, c);
+		struct mb_tbin *bin = &tc->bin[key][c];
+		if (bin->n || mb_tcache_refill(tc, key, c))
+			return pop(tc, bin, key, c);
 		errno = ENOMEM;
 		return NULL;
 	}
 	/* No cache in this thread right now: one object straight from a slab. */
 	struct mb_tentry e;
 	mb_heap_lock();
-	unsigned got = mb_slab_refill_locked(type, c, &e, 1);
+	unsigned got = mb_slab_refill_locked(key, c, &e, 1);
 	if (got) {
 		*e.st = MB_OBJ_ALLOCATED;
-		mb_heap.counts.mallocs[type]++;
+		mb_heap.counts.mallocs[mb_key_type(key)]++;
 		mb_heap.counts.alloc_bytes += mb_classes[c].size;
 	}
 	mb_heap_unlock();
@@ -76,31 +76,31 @@ static __attribute__((noinline)) void *small_slow(size_t n, int type)
 }
 
 /* n must be a size of class c's range, or c's own size (aligned requests). */
-static inline void *malloc_small(size_t n, int type)
+static inline void *malloc_small(size_t n, int key)
 {
 	struct mb_tcache *tc = mb_tc;
 	if (likely(tc != NULL)) {
 		unsigned c = mb_size_class(n);
-		struct mb_tbin *bin = &tc->bin[type][c];
+		struct mb_tbin *bin = &tc->bin[key][c];
 		if (likely(bin->n != 0))
-			return pop(tc, bin, type, c);
+			return pop(tc, bin, key, c);
 	}
-	return small_slow(n, type);
+	return small_slow(n, key);
 }
 
-static inline void *raw_malloc(size_t n, int type)
+static inline void *raw_malloc(size_t n, int key)
 {
 	if (likely(n <= MB_SMALL_MAX))
-		return malloc_small(n, type);
+		return malloc_small(n, key);
 	if (mb_heap_ensure() != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	mb_stats_poll();
-	return mb_large_alloc(n, 0, type, 0);
+	return mb_large_alloc(n, 0, key, 0);
 }
 
-static inline void *raw_calloc(size_t nmemb, size_t size, int type)
+static inline void *raw_calloc(size_t nmemb, size_t size, int key)
 {
 	size_t n;
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
@@ -108,7 +108,7 @@ static inline void *raw_calloc(size_t nmemb, size_t size, int type)
 		return NULL;
 	}
 	if (n <= MB_SMALL_MAX) {
-		void *p = malloc_small(n, type);
+		void *p = malloc_small(n, key);
 		if (p) /* the whole object, as glibc clears the whole chunk */
 			memset(p, 0, mb_classes[mb_size_class(n)].size);
 		return p;
@@ -117,13 +117,13 @@ static inline void *raw_calloc(size_t nmemb, size_t size, int type)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return mb_large_alloc(n, 0, type, 1);
+	return mb_large_alloc(n, 0, key, 1);
 }
 
-static inline void *raw_memalign(size_t align, size_t n, int type)
+static inline void *raw_memalign(size_t align, size_t n, int key)
 {
 	if (align <= MB_ALIGNMENT)
-		return raw_malloc(n, type);
+		return raw_malloc(n, key);
 	if (mb_heap_ensure() != 0) {
 		errno = ENOMEM;
 		return NULL;
@@ -131,9 +131,9 @@ static inline void *raw_memalign(size_t align, size_t n, int type)
 	if (align <= MB_PAGE_SIZE) {
 		int c = mb_size_class_aligned(n, align);
 		if (c >= 0)
-			return malloc_small(mb_classes[c].size, type);
+			return malloc_small(mb_classes[c].size, key);
 	}
-	return mb_large_alloc(n, align, type, 0);
+	return mb_large_alloc(n, align, key, 0);
 }
 
 /* ---- free ---- */
@@ -145,7 +145,9 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 		tc = mb_tcache_create();
 	if (tc) {
 		mb_tcache_maybe_flush_all(tc);
-		struct mb_tbin *bin = &tc->bin[s->type][s->sclass];
+		struct mb_tbin *bin = &tc->bin[s->key][s->sclass];
+		if (mb_tcache_row(tc, s->key) != 0)
+			goto direct;
 		if (bin->n == bin->cap)
 			mb_tcache_flush(tc, bin, bin->cap / 2);
 		tc->counts.frees++;
@@ -155,6 +157,7 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 		bin->n++;
 		return;
 	}
+direct:
 	mb_heap_lock();
 	mb_heap.counts.frees++;
 	mb_heap.counts.freed_bytes += s->size;
@@ -276,9 +279,9 @@ static inline size_t raw_usable_size(const void *p, const char *func)
 
 /* ---- realloc ---- */
 
-static void *move(void *p, size_t old, size_t n, int type, const char *func)
+static void *move(void *p, size_t old, size_t n, int key, const char *func)
 {
-	void *q = raw_malloc(n, type);
+	void *q = raw_malloc(n, key);
 	if (!q)
 		return NULL; /* the old block is left untouched, as C requires */
 	memcpy(q, p, old < n ? old : n);
@@ -286,10 +289,10 @@ static void *move(void *p, size_t old, size_t n, int type, const char *func)
 	return q;
 }
 
-static inline void *raw_realloc(void *p, size_t n, int type, const char *func)
+static inline void *raw_realloc(void *p, size_t n, int key, const char *func)
 {
 	if (!p)
-		return raw_malloc(n, type);
+		return raw_malloc(n, key);
 	if (n == 0) {
 		raw_free(p, func); /* glibc frees and returns NULL */
 		return NULL;
@@ -301,11 +304,11 @@ static inline void *raw_realloc(void *p, size_t n, int type, const char *func)
 		/* Same class: nothing to do. */
 		if (n <= MB_SMALL_MAX && mb_size_class(n) == s->sclass)
 			return p;
-		return move(p, s->size, n, type, func);
+		return move(p, s->size, n, key, func);
 	}
 	size_t old_bytes = (size_t)m->npages << MB_PAGE_SHIFT;
 	if (n <= MB_SMALL_MAX)
-		return move(p, old_bytes, n, type, func);
+		return move(p, old_bytes, n, key, func);
 	if (n > mb_heap.region_bytes) {
 		errno = ENOMEM;
 		return NULL;
@@ -334,7 +337,7 @@ static inline void *raw_realloc(void *p, size_t n, int type, const char *func)
 	mb_heap_unlock();
 	if (ok)
 		return p;
-	return move(p, old_bytes, n, type, func);
+	return move(p, old_bytes, n, key, func);
 }
 
 int mb_trim(void)
@@ -408,32 +411,32 @@ static int grow(size_t n, size_t *out)
 	return 0;
 }
 
-void *mb_malloc(size_t n, int type)
+void *mb_malloc(size_t n, int key)
 {
 	if (__builtin_expect(!mb_canaries, 1))
-		return raw_malloc(n, type);
+		return raw_malloc(n, key);
 	size_t m;
-	return grow(n, &m) ? NULL : arm(raw_malloc(m, type), "malloc");
+	return grow(n, &m) ? NULL : arm(raw_malloc(m, key), "malloc");
 }
 
-void *mb_calloc(size_t nmemb, size_t size, int type)
+void *mb_calloc(size_t nmemb, size_t size, int key)
 {
 	if (__builtin_expect(!mb_canaries, 1))
-		return raw_calloc(nmemb, size, type);
+		return raw_calloc(nmemb, size, key);
 	size_t n, m;
 	if (__builtin_mul_overflow(nmemb, size, &n) || grow(n, &m)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	return arm(raw_calloc(1, m, type), "calloc");
+	return arm(raw_calloc(1, m, key), "calloc");
 }
 
-void *mb_memalign(size_t align, size_t n, int type)
+void *mb_memalign(size_t align, size_t n, int key)
 {
 	if (__builtin_expect(!mb_canaries, 1))
-		return raw_memalign(align, n, type);
+		return raw_memalign(align, n, key);
 	size_t m;
-	return grow(n, &m) ? NULL : arm(raw_memalign(align, m, type), "memalign");
+	return grow(n, &m) ? NULL : arm(raw_memalign(align, m, key), "memalign");
 }
 
 void mb_free(void *p, const char *func)
@@ -449,17 +452,17 @@ size_t mb_usable_size(const void *p, const char *func)
 	return mb_canaries && p ? u - CANARY : u;
 }
 
-void *mb_realloc(void *p, size_t n, int type, const char *func)
+void *mb_realloc(void *p, size_t n, int key, const char *func)
 {
 	if (__builtin_expect(!mb_canaries, 1))
-		return raw_realloc(p, n, type, func);
+		return raw_realloc(p, n, key, func);
 	if (p)
 		verify(p, func);
 	if (p && n == 0)
-		return raw_realloc(p, 0, type, func);
+		return raw_realloc(p, 0, key, func);
 	size_t m;
 	if (grow(n, &m))
 		return NULL;
-	void *q = raw_realloc(p, m, type, func);
+	void *q = raw_realloc(p, m, key, func);
 	return q ? arm(q, func) : NULL;
 }

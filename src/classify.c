@@ -74,6 +74,10 @@ static struct site *lookup(struct site *table, uintptr_t key)
 	return NULL;
 }
 
+/* The next lane to deal out (reclaim_type.h): each new site gets its own,
+ * in turn. */
+static unsigned next_lane;
+
 static struct site *insert_locked(struct site *table, uintptr_t key, int type)
 {
 	uint32_t h = hash_key(key);
@@ -83,7 +87,8 @@ static struct site *insert_locked(struct site *table, uintptr_t key, int type)
 		if (k == key)
 			return s;
 		if (k == 0) {
-			atomic_store_explicit(&s->type, (uint8_t)type, memory_order_relaxed);
+			int lane = (int)(next_lane++ % MB_LANES);
+			atomic_store_explicit(&s->slab_key, (uint8_t)(type | lane << MB_LANE_SHIFT), memory_order_relaxed);
 			atomic_store_explicit(&s->flags, SITE_LEARNING, memory_order_relaxed);
 			atomic_store_explicit(&s->learn_left, LEARN_SAMPLES, memory_order_relaxed);
 			atomic_store_explicit(&s->key, key, memory_order_release);
@@ -253,11 +258,21 @@ static struct site *deep_site(struct site *s, void *ra, int create)
 	return d;
 }
 
+/* The slab key for an allocation through a wrapper, from its deeper site:
+ * the default type until the site has evidence, in the site's own lane. */
+static int deep_verdict(const struct site *d)
+{
+	int key = atomic_load_explicit(&d->slab_key, memory_order_relaxed);
+	if (d->n_short + d->n_medium + d->n_old < MIN_EVIDENCE)
+		key = (key & ~MB_TYPE_MASK) | MB_KERNNORCLM;
+	return key;
+}
+
 static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 {
 	(void)n;
 	if (in_classify)
-		return s ? atomic_load(&s->type) : MB_KERNNORCLM;
+		return s ? atomic_load(&s->slab_key) : MB_KERNNORCLM;
 	in_classify = 1;
 	if (!s) {
 		/* dladdr takes the loader's lock: outside ours. */
@@ -287,11 +302,11 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 	uint8_t fl = atomic_load_explicit(&s->flags, memory_order_relaxed);
 	if (fl & SITE_PINNED) {
 		in_classify = 0;
-		return atomic_load(&s->type);
+		return atomic_load(&s->slab_key);
 	}
 	if (sample)
 		thread_unwinds = 1;
-	int type = atomic_load(&s->type);
+	int type = atomic_load(&s->slab_key); /* the type with its lane */
 	if (!thread_unwinds) {
 		/* A young thread: no unwinding, so a learning site waits for
 		 * samples from older threads, and a wrapper's allocations get
@@ -324,10 +339,8 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		uint32_t u = ++wm->uses;
 		int recheck = wm->ambiguous || !wm->deep || (u & (u - 1)) == 0 || u % WRAPPER_RECHECK == 0;
 		if (!recheck) {
-			struct site *d = wm->deep;
 			in_classify = 0;
-			return (d->n_short + d->n_medium + d->n_old) >= MIN_EVIDENCE ? atomic_load(&d->type)
-										: MB_KERNNORCLM;
+			return deep_verdict(wm->deep);
 		}
 	}
 	if (sample || (fl & SITE_WRAPPER)) {
@@ -341,8 +354,7 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		/* Through a wrapper, the deeper site decides; one without
 		 * evidence yet gets the default, like any unseen site. */
 		if (fl & SITE_WRAPPER)
-			type = d && (d->n_short + d->n_medium + d->n_old) >= MIN_EVIDENCE ? atomic_load(&d->type)
-											    : MB_KERNNORCLM;
+			type = d ? deep_verdict(d) : MB_KERNNORCLM;
 		if (sample) {
 			sample_countdown = next_countdown();
 			pending_site = s;
@@ -361,7 +373,7 @@ int mb_classify_site_slow(void *ra, size_t n)
 	struct site *s = lookup(sites, (uintptr_t)ra);
 	int sample = sample_countdown <= 0;
 	if (s && !sample && !(atomic_load_explicit(&s->flags, memory_order_relaxed) & (SITE_LEARNING | SITE_WRAPPER)))
-		return atomic_load_explicit(&s->type, memory_order_relaxed);
+		return atomic_load_explicit(&s->slab_key, memory_order_relaxed);
 	return classify_slow(ra, n, s, sample);
 }
 
@@ -399,6 +411,18 @@ static void thresholds(uint64_t *t_short, uint64_t *t_old)
 
 static void decide_locked(struct site *s);
 
+static int site_type(const struct site *s)
+{
+	return mb_key_type(atomic_load_explicit(&s->slab_key, memory_order_relaxed));
+}
+
+/* The site's type changes; its lane stays. */
+static void set_site_type(struct site *s, int t)
+{
+	uint8_t key = atomic_load_explicit(&s->slab_key, memory_order_relaxed);
+	atomic_store_explicit(&s->slab_key, (uint8_t)((key & ~MB_TYPE_MASK) | t), memory_order_relaxed);
+}
+
 static void check_wrapper_locked(struct site *parent)
 {
 	int seen = -1;
@@ -406,7 +430,7 @@ static void check_wrapper_locked(struct site *parent)
 		struct site *d = parent->deep[i];
 		if (d->n_short + d->n_medium + d->n_old < MIN_EVIDENCE)
 			continue;
-		int t = atomic_load(&d->type);
+		int t = site_type(d);
 		if (seen >= 0 && t != seen) {
 			atomic_fetch_or(&parent->flags, SITE_WRAPPER);
 			return;
@@ -433,7 +457,7 @@ static void decide_locked(struct site *s)
 			t = MB_KERNNORCLM;
 		else
 			t = MB_KERNRCLM;
-		atomic_store_explicit(&s->type, (uint8_t)t, memory_order_relaxed);
+		set_site_type(s, t);
 	}
 	if (s->parent)
 		check_wrapper_locked(s->parent);
@@ -653,7 +677,7 @@ void mb_classify_code_unmapped(void)
 			if (!atomic_load(&s->key) || (atomic_load(&s->flags) & SITE_PINNED))
 				continue;
 			s->n_short = s->n_medium = s->n_old = 0;
-			atomic_store(&s->type, MB_KERNNORCLM);
+			set_site_type(s, MB_KERNNORCLM);
 			atomic_store(&s->learn_left, LEARN_SAMPLES);
 			atomic_store(&s->flags, SITE_LEARNING);
 		}
@@ -676,7 +700,7 @@ __attribute__((destructor)) static void save_profile(void)
 			if (!atomic_load(&s->key) || !s->pkey || (fl & SITE_PINNED) ||
 			    s->n_short + s->n_medium + s->n_old < MIN_EVIDENCE)
 				continue;
-			struct mb_profile_entry e = { s->pkey, atomic_load(&s->type), (fl & SITE_WRAPPER) != 0,
+			struct mb_profile_entry e = { s->pkey, site_type(s), (fl & SITE_WRAPPER) != 0,
 						      s->n_short, s->n_medium, s->n_old,
 						      s->freed ? s->lifetime_sum / s->freed : 0 };
 			mb_profile_save_site(&e);
@@ -736,11 +760,12 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 
 	if (!json)
 		mb_out_fmt(o, "Call sites (top %d by sampled bytes; 'deep' rows are seen through a wrapper)\n"
-			      "  %-10s %7s %10s %13s %6s %6s  %s\n", TOP_SITES, "type", "samples", "bytes", "lifetime",
+			      "  %-10s %4s %7s %10s %13s %6s %6s  %s\n", TOP_SITES, "type", "lane", "samples", "bytes", "lifetime",
 			   "freed", "flags", "frames (function+offset (library))");
 	for (int i = 0; i < n; i++) {
 		struct site *s = &copy[i];
-		int type = atomic_load(&s->type), flags = atomic_load(&s->flags);
+		int type = site_type(s), flags = atomic_load(&s->flags);
+		int lane = mb_key_lane(atomic_load(&s->slab_key));
 		double life = s->freed ? (double)s->lifetime_sum / (double)s->freed : 0;
 		char fr[3][160] = { "", "", "" };
 		/* The interesting frames start at the site's return address. */
@@ -753,9 +778,9 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 		for (int k = start; k < s->nframes && nf < 3; k++)
 			symbolize(s->frames[k], fr[nf++], sizeof fr[0]);
 		if (json) {
-			mb_out_fmt(o, "%s{\"type\":\"%s\",\"samples\":%llu,\"sampled_bytes\":%llu,\"freed_samples\":%llu,"
+			mb_out_fmt(o, "%s{\"type\":\"%s\",\"lane\":%d,\"samples\":%llu,\"sampled_bytes\":%llu,\"freed_samples\":%llu,"
 				      "\"mean_lifetime_bytes\":%.0f,\"wrapper\":%s,\"deep\":%s,\"pinned_by_rule\":%s,\"frames\":[",
-				   i ? "," : "", mb_type_names[type], (unsigned long long)s->samples,
+				   i ? "," : "", mb_type_names[type], lane, (unsigned long long)s->samples,
 				   (unsigned long long)s->sampled_bytes, (unsigned long long)s->freed, life,
 				   (flags & SITE_WRAPPER) ? "true" : "false", s->is_deep ? "true" : "false",
 				   (flags & SITE_PINNED) ? "true" : "false");
@@ -775,7 +800,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 				strcat(fl, "R");
 			if (flags & SITE_LEARNING)
 				strcat(fl, "L");
-			mb_out_fmt(o, "  %-10s %7llu %10llu %9.1f MiB %6llu %6s  %s", mb_type_names[type],
+			mb_out_fmt(o, "  %-10s %4d %7llu %10llu %9.1f MiB %6llu %6s  %s", mb_type_names[type], lane,
 				   (unsigned long long)s->samples, (unsigned long long)s->sampled_bytes,
 				   life / (1 << 20), (unsigned long long)s->freed, fl, fr[0]);
 			for (int k = 1; k < nf; k++)

@@ -23,7 +23,6 @@
 #include "reclaim_type.h"
 #include "tcache.h"
 
-#define MB_TYPE_MASK 0x3
 #define MB_CLASSIFY_SAMPLE 0x100 /* record this allocation as a sample */
 #define MB_SAMPLE_PERIOD 512     /* one sampled allocation in this many (on average) */
 
@@ -41,7 +40,7 @@ enum {
 /* One call site. The first three fields are all the fast path reads. */
 struct site {
 	_Atomic uintptr_t key;   /* return address, or hash of deeper frames */
-	_Atomic uint8_t type;
+	_Atomic uint8_t slab_key; /* reclaim type | lane << MB_LANE_SHIFT */
 	_Atomic uint8_t flags;
 	uint8_t ndeep;
 	uint8_t is_deep;
@@ -89,7 +88,7 @@ static inline int mb_classify(void *ra, size_t n)
 		struct site *s = &mb_sites[mb_site_hash((uintptr_t)ra) & (SITE_CAP - 1)];
 		if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_relaxed) == (uintptr_t)ra &&
 				     !atomic_load_explicit(&s->flags, memory_order_relaxed), 1))
-			return atomic_load_explicit(&s->type, memory_order_relaxed);
+			return atomic_load_explicit(&s->slab_key, memory_order_relaxed);
 	}
 	return mb_classify_site_slow(ra, n);
 }

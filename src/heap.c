@@ -139,9 +139,10 @@ void mb_purge_maybe_locked(void)
 	mb_purge_locked(0);
 }
 
-void *mb_large_alloc(size_t bytes, size_t align, int type, int zero)
+void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
+	int type = mb_key_type(key); /* pages have no lanes */
 	if (bytes > mb_heap.region_bytes || align > mb_heap.region_bytes) {
 		errno = ENOMEM;
 		return NULL;

@@ -15,7 +15,7 @@ enum mb_page_kind {
 	MB_KIND_NONE = 0,
 	MB_KIND_SLAB = 1,  /* every page of a slab; user.ptr = its mb_slab,
 			    * sclass its class, user16 the page's index in
-			    * the slab, user32 the slab's type */
+			    * the slab, user32 the slab's key */
 	MB_KIND_LARGE = 2, /* first page of a page-granular object; user.u64 = bytes asked */
 };
 
@@ -24,13 +24,13 @@ enum mb_page_kind {
 
 struct mb_slab;
 
-/* Slabs of one (type, class) with free objects, by how full they are:
+/* Slabs of one (slab key, class) with free objects, by how full they are:
  * allocation takes from the fullest, so survivors gather in few slabs and
  * the emptiest ones drain and go back to the buddy. */
 #define MB_FULLNESS_BUCKETS 4
 struct mb_central {
 	struct mb_slab *head[MB_FULLNESS_BUCKETS], *tail[MB_FULLNESS_BUCKETS];
-	uint64_t nslabs;   /* slabs of this (type, class), full or not */
+	uint64_t nslabs;   /* slabs of this (key, class), full or not */
 	uint64_t nlisted;
 };
 
@@ -48,7 +48,7 @@ struct mb_heap {
 	pthread_mutex_t lock;
 	struct mb_buddy buddy;
 	size_t region_bytes;
-	struct mb_central central[MB_NTYPES][MB_NCLASSES];
+	struct mb_central central[MB_NKEYS][MB_NCLASSES];
 	struct mb_counts counts;     /* folded from exited threads and slow paths */
 	uint64_t slab_pages;         /* pages held by slabs */
 	uint64_t large_objects;
@@ -83,7 +83,7 @@ void mb_purge_locked(int force);
 void mb_purge_maybe_locked(void);
 
 /* Page-granular objects (above MB_SMALL_MAX, or page-aligned requests). */
-void *mb_large_alloc(size_t bytes, size_t align, int type, int zero);
+void *mb_large_alloc(size_t bytes, size_t align, int key, int zero);
 void mb_large_free(void *p, struct mb_page *m);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+
 /* The bucket a slab with free objects belongs in: its used quarter. */
 static unsigned fullness(const struct mb_slab *s)
 {
@@ -65,11 +66,11 @@ static struct mb_slab *fullest(struct mb_central *ce)
 	return NULL;
 }
 
-static struct mb_slab *slab_create_locked(int type, unsigned c)
+static struct mb_slab *slab_create_locked(int key, unsigned c)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	const struct mb_class_info *ci = &mb_classes[c];
-	long idx = mb_buddy_alloc(b, ci->slab_pages, type, NULL);
+	long idx = mb_buddy_alloc(b, ci->slab_pages, mb_key_type(key), NULL);
 	if (idx < 0)
 		return NULL;
 	struct mb_slab *s = mb_meta_alloc(sizeof(*s) + ci->nobj);
@@ -82,17 +83,17 @@ static struct mb_slab *slab_create_locked(int type, unsigned c)
 	s->magic = ci->magic;
 	s->nobj = (uint16_t)ci->nobj;
 	s->nfree = (uint16_t)ci->nobj;
-	s->type = (uint8_t)type;
+	s->key = (uint8_t)key;
 	s->sclass = (uint8_t)c;
 	for (size_t i = (size_t)idx; i < (size_t)idx + ci->slab_pages; i++) {
 		struct mb_page *m = &b->pages[i];
 		m->user.ptr = s;
 		m->sclass = (uint8_t)c;
 		m->user16 = (uint16_t)(i - (size_t)idx);
-		m->user32 = (uint32_t)type;
+		m->user32 = (uint32_t)key;
 		m->kind = MB_KIND_SLAB;
 	}
-	mb_heap.central[type][c].nslabs++;
+	mb_heap.central[key][c].nslabs++;
 	mb_heap.slab_pages += ci->slab_pages;
 	return s;
 }
@@ -109,7 +110,7 @@ static void slab_destroy_locked(struct mb_slab *s)
 		b->pages[i].user.ptr = NULL;
 	}
 	mb_buddy_free(b, idx);
-	mb_heap.central[s->type][s->sclass].nslabs--;
+	mb_heap.central[s->key][s->sclass].nslabs--;
 	mb_heap.slab_pages -= ci->slab_pages;
 	mb_meta_free(s, sizeof(*s) + ci->nobj);
 }
@@ -118,12 +119,12 @@ size_t mb_slab_purge_locked(void)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	size_t released = 0;
-	for (int t = 0; t < MB_NTYPES; t++) {
+	for (int k = 0; k < MB_NKEYS; k++) {
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
 			const struct mb_class_info *ci = &mb_classes[c];
 			if (ci->slab_pages < 2)
 				continue; /* a one-page slab with a free page is destroyed */
-			struct mb_central *ce = &mb_heap.central[t][c];
+			struct mb_central *ce = &mb_heap.central[k][c];
 			for (struct mb_slab *s = ce->head[0]; s; s = s->next) {
 				size_t first = mb_buddy_page_index(b, (void *)s->start);
 				for (uint32_t pg = 0; pg < ci->slab_pages; pg++) {
@@ -152,14 +153,14 @@ size_t mb_slab_purge_locked(void)
 	return released;
 }
 
-unsigned mb_slab_refill_locked(int type, unsigned c, struct mb_tentry *out, unsigned want)
+unsigned mb_slab_refill_locked(int key, unsigned c, struct mb_tentry *out, unsigned want)
 {
-	struct mb_central *ce = &mb_heap.central[type][c];
+	struct mb_central *ce = &mb_heap.central[key][c];
 	unsigned n = 0;
 	while (n < want) {
 		struct mb_slab *s = fullest(ce);
 		if (!s) {
-			s = slab_create_locked(type, c);
+			s = slab_create_locked(key, c);
 			if (!s)
 				break;
 		}
@@ -194,7 +195,7 @@ unsigned mb_slab_refill_locked(int type, unsigned c, struct mb_tentry *out, unsi
 
 void mb_slab_put_locked(struct mb_slab *s, uint32_t index)
 {
-	struct mb_central *ce = &mb_heap.central[s->type][s->sclass];
+	struct mb_central *ce = &mb_heap.central[s->key][s->sclass];
 	s->state[index] = MB_OBJ_FREE;
 	s->nfree++;
 	if (s->nfree == s->nobj) {

@@ -1,5 +1,6 @@
 /* Layer 3: small objects carved from buddy pages. A slab belongs to one
- * (type, size class), so objects of different lifetimes never share a page.
+ * (slab key, size class): one reclaim type and one lane of it, so objects
+ * of different lifetimes never share a page.
  * Object states live out of band, one byte per object, so neither an
  * overflow nor a double free can corrupt a free list. */
 #ifndef MB_SLAB_H
@@ -22,7 +23,7 @@ struct mb_slab {
 	uint32_t size, magic;
 	uint16_t nobj, nfree;        /* nfree counts MB_OBJ_FREE only */
 	uint16_t scan;               /* refill resumes scanning here */
-	uint8_t type, sclass;
+	uint8_t key, sclass;         /* slab key (reclaim_type.h), size class */
 	uint8_t listed;
 	uint8_t pad[3];
 	uint8_t state[];             /* enum mb_obj_state, one per object */
@@ -47,10 +48,10 @@ static inline struct mb_slab *mb_slab_of(const struct mb_page *m, const void *p,
 	return s;
 }
 
-/* With the heap lock held: move up to `want` free objects of (type, class)
+/* With the heap lock held: move up to `want` free objects of (key, class)
  * into out[], marking them cached. Creates slabs as needed. Returns how
  * many were taken (0 when the heap is exhausted). */
-unsigned mb_slab_refill_locked(int type, unsigned sclass, struct mb_tentry *out, unsigned want);
+unsigned mb_slab_refill_locked(int key, unsigned sclass, struct mb_tentry *out, unsigned want);
 
 /* With the heap lock held: give the kernel back the pages of sparsely used
  * slabs on which every object is free (they read as zero when reused, and

@@ -17,6 +17,14 @@ static pthread_key_t tc_key;
 static int tc_key_ok;
 static struct mb_tcache *all_caches;
 
+static size_t row_bytes(void)
+{
+	size_t entries = 0;
+	for (unsigned c = 0; c < MB_NCLASSES; c++)
+		entries += mb_classes[c].tcache_cap;
+	return entries * sizeof(struct mb_tentry);
+}
+
 static void counts_add(struct mb_counts *to, const struct mb_counts *from)
 {
 	for (int t = 0; t < MB_NTYPES; t++)
@@ -42,7 +50,10 @@ static void tcache_destroy(void *arg)
 		all_caches = tc->next;
 	if (tc->next)
 		tc->next->prev = tc->prev;
-	mb_meta_free(tc, tc->bytes);
+	for (int k = 0; k < MB_NKEYS; k++)
+		if (tc->row[k])
+			mb_meta_free(tc->row[k], row_bytes());
+	mb_meta_free(tc, sizeof(*tc));
 	mb_heap_unlock();
 	mb_tc = NULL;
 	tc_dead = 1;
@@ -59,22 +70,9 @@ struct mb_tcache *mb_tcache_create(void)
 	if (mb_tc_busy || tc_dead || !tc_key_ok)
 		return NULL;
 	mb_tc_busy = 1;
-	size_t entries = 0;
-	for (unsigned c = 0; c < MB_NCLASSES; c++)
-		entries += mb_classes[c].tcache_cap;
-	size_t bytes = sizeof(struct mb_tcache) + MB_NTYPES * entries * sizeof(struct mb_tentry);
-
 	mb_heap_lock();
-	struct mb_tcache *tc = mb_meta_alloc(bytes);
+	struct mb_tcache *tc = mb_meta_alloc(sizeof(*tc));
 	if (tc) {
-		tc->bytes = bytes;
-		struct mb_tentry *e = tc->storage;
-		for (int t = 0; t < MB_NTYPES; t++)
-			for (unsigned c = 0; c < MB_NCLASSES; c++) {
-				tc->bin[t][c].cap = mb_classes[c].tcache_cap;
-				tc->bin[t][c].e = e;
-				e += mb_classes[c].tcache_cap;
-			}
 		tc->flushed_ms = mb_now_ms();
 		tc->next_tick = 65536;
 		tc->next = all_caches;
@@ -93,14 +91,34 @@ struct mb_tcache *mb_tcache_create(void)
 	return tc;
 }
 
-uint32_t mb_tcache_refill(struct mb_tcache *tc, int type, unsigned c)
+int mb_tcache_row(struct mb_tcache *tc, int key)
 {
-	struct mb_tbin *bin = &tc->bin[type][c];
+	if (tc->row[key])
+		return 0;
+	mb_heap_lock();
+	struct mb_tentry *e = mb_meta_alloc(row_bytes());
+	mb_heap_unlock();
+	if (!e)
+		return -1;
+	tc->row[key] = e;
+	for (unsigned c = 0; c < MB_NCLASSES; c++) {
+		tc->bin[key][c].e = e;
+		tc->bin[key][c].cap = mb_classes[c].tcache_cap;
+		e += mb_classes[c].tcache_cap;
+	}
+	return 0;
+}
+
+uint32_t mb_tcache_refill(struct mb_tcache *tc, int key, unsigned c)
+{
+	struct mb_tbin *bin = &tc->bin[key][c];
+	if (mb_tcache_row(tc, key) != 0)
+		return 0;
 	unsigned want = bin->cap / 2;
 	if (want == 0)
 		want = 1;
 	mb_heap_lock();
-	bin->n += mb_slab_refill_locked(type, c, bin->e + bin->n, want);
+	bin->n += mb_slab_refill_locked(key, c, bin->e + bin->n, want);
 	mb_heap_unlock();
 	return bin->n;
 }
@@ -134,9 +152,9 @@ void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep)
 void mb_tcache_flush_all(struct mb_tcache *tc)
 {
 	mb_heap_lock();
-	for (int t = 0; t < MB_NTYPES; t++)
+	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct mb_tbin *bin = &tc->bin[t][c];
+			struct mb_tbin *bin = &tc->bin[k][c];
 			flush_locked(bin->e, bin->n);
 			bin->n = 0;
 		}

@@ -1,4 +1,4 @@
-/* Layer 4: per-thread caches of free small objects per (type, size class).
+/* Layer 4: per-thread caches of free small objects per (slab key, size class).
  * Entries are kept in arrays, never threaded through the objects, so user
  * memory never holds allocator pointers. */
 #ifndef MB_TCACHE_H
@@ -13,14 +13,15 @@ struct mb_tbin {
 };
 
 struct mb_tcache {
-	struct mb_tbin bin[MB_NTYPES][MB_NCLASSES];
+	struct mb_tbin bin[MB_NKEYS][MB_NCLASSES]; /* cap 0 until the key's row exists */
 	struct mb_counts counts;
 	uint64_t next_tick;     /* counts.alloc_bytes at which mb_tcache_tick runs */
 	uint64_t clock_sent;    /* counts.alloc_bytes already added to mb_alloc_clock */
 	uint64_t flushed_ms;    /* when every bin was last emptied */
 	struct mb_tcache *next, *prev; /* all live caches, for statistics */
-	size_t bytes;                  /* size of this record */
-	struct mb_tentry storage[];
+	/* Entry storage of every class of one key, made on the key's first
+	 * use: most threads touch one or two lanes of one or two types. */
+	struct mb_tentry *row[MB_NKEYS];
 };
 
 #define MB_TLS __attribute__((tls_model("initial-exec")))
@@ -33,7 +34,9 @@ extern __thread int mb_tc_busy MB_TLS;
 /* Create this thread's cache; NULL if it cannot have one right now. */
 struct mb_tcache *mb_tcache_create(void);
 /* Refill a bin from the central slabs; returns entries now in the bin. */
-uint32_t mb_tcache_refill(struct mb_tcache *tc, int type, unsigned sclass);
+uint32_t mb_tcache_refill(struct mb_tcache *tc, int key, unsigned sclass);
+/* Give key's bins their storage; 0 on success (or if they have it). */
+int mb_tcache_row(struct mb_tcache *tc, int key);
 /* Return the older half of a full bin to the slabs. */
 void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep);
 /* Flush every bin of this thread (before fork, at trim, at exit). */

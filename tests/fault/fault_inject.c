@@ -489,7 +489,7 @@ static void thread_cache_fault(void)
 	 * doing so): the new thread's cache needs a fresh chunk. */
 	mb_free(hide(mb_malloc(64, MB_KERNNORCLM)), "free");
 	REQUIRE(mb_tc != NULL, "the main thread has no cache");
-	size_t tc_bytes = mb_tc->bytes;
+	size_t tc_bytes = sizeof(*mb_tc);
 	REQUIRE(tc_bytes <= MB_META_MAX, "a thread cache of %zu bytes", tc_bytes);
 	enum { MAXB = 1024 };
 	static void *held[MAXB];
