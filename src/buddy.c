@@ -363,7 +363,78 @@ static unsigned order_for(size_t npages)
 	return npages <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(npages - 1);
 }
 
+/* The first free block of at least `order` inside pageblock pb, taken off
+ * its list and split down to `order`; -1 if pb has none. Walks the
+ * pageblock block by block: every page is in a free block (head FREE) or
+ * an allocation (head ALLOC, then TAIL). */
+static long take_in_pageblock(struct mb_buddy *b, size_t pb, unsigned order, int type)
+{
+	size_t first = pb << b->pb_order, end = first + b->pb_pages;
+	if (mb_buddy_pb_type(b, pb) != type || b->pb_pages - b->pb_used[pb] < ((size_t)1 << order))
+		return -1;
+	for (size_t i = first; i < end;) {
+		struct mb_page *p = &b->pages[i];
+		if (p->state == MB_PG_FREE) {
+			unsigned o = p->order;
+			if (o >= order) {
+				list_del(b, &b->free_area[type][o], (uint32_t)i);
+				p->state = MB_PG_NONE;
+				expand(b, i, order, o, type);
+				return (long)i;
+			}
+			i += (size_t)1 << o;
+		} else if (p->state == MB_PG_ALLOC) {
+			i += p->npages;
+		} else {
+			i++; /* not a head: cannot happen in a checked heap */
+		}
+	}
+	return -1;
+}
+
+static int others_home(const struct mb_buddy *b, size_t pb, int who)
+{
+	for (int h = 0; h < MB_BUDDY_HOMES; h++)
+		if (h != who && b->home[h] == (long)pb)
+			return 1;
+	return 0;
+}
+
+/* How many list entries per order a home user looks at for a block
+ * outside the other homes before it takes a fresh pageblock. */
+#define HOME_SCAN 16
+
+/* A home user's block when its home is full: see mb_buddy_alloc_home(). */
+static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
+{
+	for (unsigned o = order; o < b->pb_order; o++) {
+		struct mb_free_area *a = &b->free_area[type][o];
+		uint32_t idx = a->head;
+		for (int k = 0; k < HOME_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
+			if (others_home(b, idx >> b->pb_order, who))
+				continue;
+			list_del(b, a, idx);
+			b->pages[idx].state = MB_PG_NONE;
+			expand(b, idx, order, o, type);
+			return idx;
+		}
+	}
+	long pb = global_pick(b);
+	if (pb >= 0) {
+		global_take(b, (size_t)pb, type);
+		size_t idx = (size_t)pb << b->pb_order;
+		expand(b, idx, order, b->pb_order, type);
+		return (long)idx;
+	}
+	return rmqueue(b, order, type);
+}
+
 long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
+{
+	return mb_buddy_alloc_home(b, npages, type, -1, zeroed);
+}
+
+long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed)
 {
 	int zero_dummy;
 	if (!zeroed)
@@ -378,7 +449,16 @@ long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *z
 		idx = alloc_run(b, npages, type, zeroed);
 	} else {
 		unsigned order = order_for(npages);
-		idx = rmqueue(b, order, type);
+		if (who < 0) {
+			idx = rmqueue(b, order, type);
+		} else {
+			long *home = &b->home[who];
+			idx = *home >= 0 ? take_in_pageblock(b, (size_t)*home, order, type) : -1;
+			if (idx < 0)
+				idx = rmqueue_home(b, order, type, who);
+			if (idx >= 0)
+				*home = idx >> b->pb_order;
+		}
 		if (idx >= 0) {
 			size_t owner = (size_t)mb_buddy_pb_type(b, (size_t)idx >> b->pb_order);
 			*zeroed = claim_pages(b, (size_t)idx, npages);
@@ -519,13 +599,14 @@ size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max)
 			break; /* it stays resident and queued; try again later */
 		}
 		dirty_unlink(b, pb);
+		for (size_t i = first; i < first + b->pb_pages; i++)
+			b->pages[i].flags &= (uint8_t)~MB_PGF_DIRTY;
 		/* A pageblock in the pool needs no page records: all-zero reads
-		 * as "nothing here, clean", so their memory can go too. */
+		 * as "nothing here, clean", so their memory can go too (after
+		 * the last write above, which would fault them back in). */
 		size_t meta = b->pb_pages * sizeof(struct mb_page);
 		if (meta % MB_PAGE_SIZE == 0 && b->release && b->release(&b->pages[first], meta) != 0)
 			b->count.release_failures++; /* harmless: the records stay */
-		for (size_t i = first; i < first + b->pb_pages; i++)
-			b->pages[i].flags &= (uint8_t)~MB_PGF_DIRTY;
 		if ((size_t)pb < b->clean_hint)
 			b->clean_hint = pb;
 		b->count.released_pageblocks++;
@@ -582,6 +663,8 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 		return -1;
 	}
 	b->max_order = max_order;
+	for (int h = 0; h < MB_BUDDY_HOMES; h++)
+		b->home[h] = -1;
 	b->pb_order = max_order - 1;
 	b->pb_pages = (size_t)1 << b->pb_order;
 	size_t pb_bytes = b->pb_pages << MB_PAGE_SHIFT;

@@ -79,6 +79,9 @@ struct mb_buddy_counters {
 	uint64_t release_failures;    /* madvise calls that failed */
 };
 
+/* Users of mb_buddy_alloc_home() (the slab layer's keys). */
+#define MB_BUDDY_HOMES 16
+
 struct mb_buddy {
 	uintptr_t base;
 	size_t npages;
@@ -102,6 +105,7 @@ struct mb_buddy {
 	size_t pb_high;    /* pageblocks below this index have been used */
 
 	struct mb_free_area free_area[MB_NTYPES][MB_MAX_ORDER_MAX];
+	long home[MB_BUDDY_HOMES]; /* each home user's current pageblock, or -1 */
 	size_t nr_global;
 	size_t pb_owned[MB_NTYPES];
 	size_t pages_allocated;
@@ -129,6 +133,13 @@ void mb_buddy_destroy(struct mb_buddy *b);
  * first page index, or -1. *zeroed (may be NULL) is set when every page is
  * known to read as zero. */
 long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed);
+/* The same for home user `who` (< MB_BUDDY_HOMES), who fills one pageblock
+ * of its own at a time: first its current home, then a free block outside
+ * every other user's home, then a whole pageblock from the global pool, and
+ * only then anything rmqueue finds. A user's pages stay together instead of
+ * interleaving with other users', so what one user frees leaves pageblocks
+ * whole. Only blocks of up to a pageblock use the home. */
+long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed);
 
 /* Free the allocation whose first page is idx (state MB_PG_ALLOC; the caller
  * validates). Returns its length in pages. */

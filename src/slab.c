@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+_Static_assert(MB_NKEYS <= MB_BUDDY_HOMES, "every slab key needs a buddy home");
+
 
 /* The bucket a slab with free objects belongs in: its used quarter. */
 static unsigned fullness(const struct mb_slab *s)
@@ -70,7 +72,9 @@ static struct mb_slab *slab_create_locked(int key, unsigned c)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	const struct mb_class_info *ci = &mb_classes[c];
-	long idx = mb_buddy_alloc(b, ci->slab_pages, mb_key_type(key), NULL);
+	/* Each key fills a home pageblock of its own: a lane's slabs stay
+	 * together, and the pageblocks of a lane that empties go back whole. */
+	long idx = mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), key, NULL);
 	if (idx < 0)
 		return NULL;
 	struct mb_slab *s = mb_meta_alloc(sizeof(*s) + ci->nobj);
