@@ -110,6 +110,40 @@ static void test_free_everything_returns_pool(void)
 	test_buddy_free_region(&B);
 }
 
+/* Two home users allocating in turn fill separate pageblocks, each one
+ * completely before the next; freeing everything of one user gives its
+ * pageblocks back whole while the other's stay. */
+static void test_homes_keep_users_apart(void)
+{
+	test_buddy_new(&B, 8, 8); /* pageblocks of 128 pages */
+	long a[256], c[256];
+	for (int i = 0; i < 256; i++) {
+		a[i] = mb_buddy_alloc_home(&B, 2, MB_KERNNORCLM, 0, NULL);
+		c[i] = mb_buddy_alloc_home(&B, 2, MB_KERNNORCLM, 1, NULL);
+		CHECK(a[i] >= 0 && c[i] >= 0);
+		CHECK_BUDDY(&B);
+	}
+	/* 256 allocations of 2 pages are 4 full pageblocks per user. */
+	for (int i = 0; i < 256; i++) {
+		CHECK((size_t)a[i] >> B.pb_order != (size_t)c[i] >> B.pb_order);
+		CHECK((size_t)a[i] >> B.pb_order == (size_t)a[i & ~63] >> B.pb_order);
+	}
+	CHECK(B.nr_global == 0);
+	for (int i = 0; i < 256; i++)
+		free_ok(&B, c[i]);
+	CHECK(B.nr_global == 4 && B.pb_owned[MB_KERNNORCLM] == 4);
+	/* The home is refilled, and then a block outside the other home. */
+	for (int i = 0; i < 64; i++)
+		c[i] = mb_buddy_alloc_home(&B, 2, MB_KERNNORCLM, 1, NULL);
+	CHECK(B.nr_global == 3);
+	for (int i = 0; i < 64; i++)
+		free_ok(&B, c[i]);
+	for (int i = 0; i < 256; i++)
+		free_ok(&B, a[i]);
+	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
+
 /* Fill pageblock `pb` (owned by its type) completely with single pages. */
 static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
 {
@@ -367,6 +401,7 @@ int main(void)
 	RUN(test_steal_reserves_pageblock);
 	RUN(test_free_everything_returns_pool);
 	RUN(test_fallback_order);
+	RUN(test_homes_keep_users_apart);
 	RUN(test_multi_pageblock_runs);
 	RUN(test_exhaustion);
 	RUN(test_exact_sizes);

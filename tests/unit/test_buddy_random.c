@@ -82,7 +82,10 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			size_t n = random_npages(&b);
 			int type = (int)(rnd() % 3);
 			int zeroed;
-			long idx = mb_buddy_alloc(&b, n, type, &zeroed);
+			/* Half the allocations go through homes (of any user,
+			 * whatever its type was before). */
+			int who = (int)(rnd() % (2 * MB_BUDDY_HOMES)) - MB_BUDDY_HOMES;
+			long idx = mb_buddy_alloc_home(&b, n, type, who < 0 ? -1 : who, &zeroed);
 			if (idx < 0) {
 				fails++;
 			} else {
