@@ -127,6 +127,10 @@ void mb_purge_locked(int force)
 	mb_heap.released_bytes += (uint64_t)n * (b->pb_pages << MB_PAGE_SHIFT);
 	mb_heap.released_bytes += mb_buddy_release_free_blocks(b, MB_PURGE_MIN_ORDER, force) << MB_PAGE_SHIFT;
 	mb_heap.released_bytes += mb_slab_purge_locked() << MB_PAGE_SHIFT;
+	int failed;
+	mb_meta_release(&failed); /* records of slabs that are gone */
+	if (failed)
+		b->count.release_failures++;
 }
 
 void mb_purge_maybe_locked(void)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 _Static_assert(MB_NKEYS <= MB_BUDDY_HOMES, "every slab key needs a buddy home");
-
+_Static_assert(MB_NKEYS < MB_META_GROUPS, "every slab key needs a metadata group");
 
 /* The bucket a slab with free objects belongs in: its used quarter. */
 static unsigned fullness(const struct mb_slab *s)
@@ -77,7 +77,9 @@ static struct mb_slab *slab_create_locked(int key, unsigned c)
 	long idx = mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), key, NULL);
 	if (idx < 0)
 		return NULL;
-	struct mb_slab *s = mb_meta_alloc(sizeof(*s) + ci->nobj);
+	/* Descriptors are grouped by key like the slabs: when a lane's
+	 * slabs die, their descriptors' pages are freed whole too. */
+	struct mb_slab *s = mb_meta_alloc_group(sizeof(*s) + ci->nobj, 1u + (unsigned)key);
 	if (!s) {
 		mb_buddy_free(b, (size_t)idx);
 		return NULL;

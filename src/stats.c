@@ -125,7 +125,12 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	s->inplace_shrinks = mb_heap.inplace_shrinks;
 	/* The page array is reserved for the whole region but only touched
 	 * up to the highest pageblock used. */
-	s->meta_bytes = mb_meta_mapped() + b->pb_high * b->pb_pages * sizeof(struct mb_page);
+	/* Page records are resident for pageblocks owned by a type or idle
+	 * in the pool before their release. */
+	size_t pb_with_records = b->nr_dirty;
+	for (int t = 0; t < MB_NTYPES; t++)
+		pb_with_records += b->pb_owned[t];
+	s->meta_bytes = mb_meta_resident() + pb_with_records * b->pb_pages * sizeof(struct mb_page);
 	mb_heap_unlock();
 }
 

@@ -418,10 +418,23 @@ static void first_metadata_faults(void)
 
 /* Fill the heap with 16-byte objects (the most slab descriptor bytes per
  * heap page) with one mmap failure armed: it hits when the metadata arena
- * has to grow, in the middle of the fill. */
+ * has to grow, in the middle of the fill. The arena first has every free
+ * page taken, up to a fresh chunk that the fill outgrows. */
 static void arena_growth_fault(void)
 {
 	phase = "metadata arena growth";
+	enum { MAXH = 8192 };
+	static void *held[MAXH];
+	int nheld = 0;
+	mb_heap_lock();
+	for (;;) {
+		size_t m = mb_meta_mapped();
+		REQUIRE(nheld < MAXH && (held[nheld] = mb_meta_alloc(4096)) != NULL, "cannot take metadata pages");
+		nheld++;
+		if (mb_meta_mapped() != m)
+			break; /* a fresh chunk: its other pages are all the fill has */
+	}
+	mb_heap_unlock();
 	unsigned long f0 = faults_now();
 	size_t mapped0 = mb_meta_mapped();
 	mb_os_inject_fault(MB_FAULT_RESERVE, 0, 1);
@@ -459,6 +472,10 @@ static void arena_growth_fault(void)
 	check_heap("after freeing a quarter");
 	objs_free_all(&more, "arena growth");
 	objs_free_all(&o, "arena growth");
+	mb_heap_lock();
+	for (int i = 0; i < nheld; i++)
+		mb_meta_free(held[i], 4096);
+	mb_heap_unlock();
 	expect_empty("after the arena growth fault");
 	say("metadata: arena growth failed mid-fill: %zu objects of 16 B, %zu NULL, heap full, recovered", got,
 	    nulls);

@@ -1,0 +1,117 @@
+/* The metadata arena: records are zeroed and never overlap, a page holds
+ * records of one group and size, and pages freed whole go back to the
+ * kernel. */
+#include <stdint.h>
+#include <string.h>
+
+#include "metadata.h"
+#include "testutil.h"
+
+#define PAGE 4096u
+#define N 6000
+
+struct rec {
+	unsigned char *p;
+	size_t n;
+	unsigned group;
+};
+static struct rec recs[N];
+
+static uint64_t seed = 12345;
+static uint64_t rnd(void)
+{
+	seed ^= seed << 13;
+	seed ^= seed >> 7;
+	seed ^= seed << 17;
+	return seed;
+}
+
+static size_t random_size(void)
+{
+	switch (rnd() % 4) {
+	case 0:
+		return 1 + rnd() % 128;
+	case 1:
+		return 1 + rnd() % 2048;
+	case 2:
+		return 2049 + rnd() % 40000;
+	default:
+		return 1 + rnd() % MB_META_MAX;
+	}
+}
+
+static void check_zero_and_fill(struct rec *r, unsigned char tag)
+{
+	for (size_t i = 0; i < r->n; i++)
+		CHECK(r->p[i] == 0);
+	memset(r->p, tag, r->n);
+}
+
+/* No two live records overlap, and small records of different groups
+ * never share a page. */
+static void check_disjoint(int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!recs[i].p)
+			continue;
+		for (int j = i + 1; j < n; j++) {
+			if (!recs[j].p)
+				continue;
+			CHECK(recs[i].p + recs[i].n <= recs[j].p || recs[j].p + recs[j].n <= recs[i].p);
+			if (recs[i].n <= 2048 && recs[j].n <= 2048 && recs[i].group != recs[j].group)
+				CHECK((uintptr_t)recs[i].p / PAGE != (uintptr_t)recs[j].p / PAGE);
+		}
+	}
+}
+
+int main(void)
+{
+	/* Random churn with contents checked. */
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < N; i++) {
+			struct rec *r = &recs[i];
+			if (r->p && rnd() % 2) {
+				for (size_t k = 0; k < r->n; k++)
+					CHECK(r->p[k] == (unsigned char)i);
+				mb_meta_free(r->p, r->n);
+				r->p = NULL;
+			} else if (!r->p && rnd() % 3 == 0) {
+				r->n = random_size();
+				r->group = (unsigned)(rnd() % MB_META_GROUPS);
+				r->p = mb_meta_alloc_group(r->n, r->group);
+				CHECK(r->p != NULL);
+				CHECK(((uintptr_t)r->p & 63) == 0);
+				check_zero_and_fill(r, (unsigned char)i);
+			}
+		}
+	}
+	check_disjoint(1500);
+	CHECK(mb_meta_alloc(0) == NULL && mb_meta_alloc(MB_META_MAX + 1) == NULL);
+	CHECK(mb_meta_alloc_group(64, MB_META_GROUPS) == NULL);
+
+	/* Free everything: every page but the chunk headers goes back. */
+	for (int i = 0; i < N; i++)
+		if (recs[i].p) {
+			mb_meta_free(recs[i].p, recs[i].n);
+			recs[i].p = NULL;
+		}
+	size_t before = mb_meta_resident();
+	int failed;
+	size_t released = mb_meta_release(&failed);
+	CHECK(!failed && released > 0);
+	CHECK(mb_meta_resident() == before - released * PAGE);
+	size_t chunks = mb_meta_mapped() / (2u << 20);
+	CHECK(mb_meta_resident() <= chunks * 6 * PAGE); /* headers only */
+	CHECK(mb_meta_release(&failed) == 0 && !failed);
+
+	/* Released pages come back zeroed. */
+	struct rec r = { mb_meta_alloc(3 * PAGE), 3 * PAGE, 0 };
+	CHECK(r.p != NULL);
+	check_zero_and_fill(&r, 0xAB);
+	mb_meta_free(r.p, r.n);
+	r.p = mb_meta_alloc(3 * PAGE);
+	check_zero_and_fill(&r, 0xCD);
+	mb_meta_free(r.p, r.n);
+	printf("test_meta: %zu chunk(s), %zu pages released\n", chunks, released);
+	return 0;
+}
