@@ -363,16 +363,13 @@ static unsigned order_for(size_t npages)
 	return npages <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(npages - 1);
 }
 
-/* The first free block of at least `order` inside pageblock pb, taken off
- * its list and split down to `order`; -1 if pb has none. Walks the
- * pageblock block by block: every page is in a free block (head FREE) or
- * an allocation (head ALLOC, then TAIL). */
-static long take_in_pageblock(struct mb_buddy *b, size_t pb, unsigned order, int type)
+/* The first free block of at least `order` in [from, end), taken off its
+ * list and split down to `order`; -1 if there is none. Walks block by
+ * block: every page is in a free block (head FREE) or an allocation (head
+ * ALLOC, then TAIL), and from is always a block's first page. */
+static long take_in_range(struct mb_buddy *b, size_t from, size_t end, unsigned order, int type)
 {
-	size_t first = pb << b->pb_order, end = first + b->pb_pages;
-	if (mb_buddy_pb_type(b, pb) != type || b->pb_pages - b->pb_used[pb] < ((size_t)1 << order))
-		return -1;
-	for (size_t i = first; i < end;) {
+	for (size_t i = from; i < end;) {
 		struct mb_page *p = &b->pages[i];
 		if (p->state == MB_PG_FREE) {
 			unsigned o = p->order;
@@ -390,6 +387,24 @@ static long take_in_pageblock(struct mb_buddy *b, size_t pb, unsigned order, int
 		}
 	}
 	return -1;
+}
+
+/* A block of `order` in who's home pageblock: next-fit from where the last
+ * one was taken, then once from the pageblock's start (blocks freed
+ * behind). A home filled in order costs one step per allocation. */
+static long take_in_home(struct mb_buddy *b, int who, unsigned order, int type)
+{
+	size_t pb = (size_t)b->home[who];
+	size_t first = pb << b->pb_order, end = first + b->pb_pages;
+	if (mb_buddy_pb_type(b, pb) != type || b->pb_pages - b->pb_used[pb] < ((size_t)1 << order))
+		return -1;
+	size_t pos = b->home_pos[who];
+	long idx = -1;
+	if (pos > first && pos < end && (b->pages[pos].state == MB_PG_FREE || b->pages[pos].state == MB_PG_ALLOC))
+		idx = take_in_range(b, pos, end, order, type);
+	if (idx < 0)
+		idx = take_in_range(b, first, end, order, type);
+	return idx;
 }
 
 static int others_home(const struct mb_buddy *b, size_t pb, int who)
@@ -452,12 +467,13 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 		if (who < 0) {
 			idx = rmqueue(b, order, type);
 		} else {
-			long *home = &b->home[who];
-			idx = *home >= 0 ? take_in_pageblock(b, (size_t)*home, order, type) : -1;
+			idx = b->home[who] >= 0 ? take_in_home(b, who, order, type) : -1;
 			if (idx < 0)
 				idx = rmqueue_home(b, order, type, who);
-			if (idx >= 0)
-				*home = idx >> b->pb_order;
+			if (idx >= 0) {
+				b->home[who] = idx >> b->pb_order;
+				b->home_pos[who] = (size_t)idx + ((size_t)1 << order);
+			}
 		}
 		if (idx >= 0) {
 			size_t owner = (size_t)mb_buddy_pb_type(b, (size_t)idx >> b->pb_order);
