@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "alloc_fast.h"
 #include "exports.h"
 #include "classify.h"
 #include "options.h"
@@ -42,11 +43,25 @@ static void *new_failed(size_t n, size_t align, void *ra)
 
 #define T(t) ((t) & MB_KEY_MASK)
 
-static inline void *op_new(size_t n, void *ra)
+static __attribute__((noinline)) void *op_new_slow(size_t n, void *ra)
 {
-	int t = mb_classify(ra, n);
+	int t = mb_classify_site_slow(ra, n);
 	void *p = mb_sampled(mb_malloc(n, T(t)), t, n);
 	return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra);
+}
+
+/* Like malloc: the fast paths inline, the rest one tail call away. */
+static inline void *op_new(size_t n, void *ra)
+{
+	int key;
+	if (__builtin_expect(mb_classify_fast(ra, &key), 1)) {
+		void *p = mb_malloc_cached(mb_tc_fast, n, key);
+		if (__builtin_expect(p != NULL, 1))
+			return p;
+		p = mb_malloc(n, key);
+		return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra);
+	}
+	return op_new_slow(n, ra);
 }
 
 static inline void *op_new_aligned(size_t n, size_t align, void *ra)
@@ -93,15 +108,15 @@ EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
 EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return op_new_nothrow(n, a, CALLER); }
 
 /* delete, delete[], sized, aligned, nothrow: all checked like free(). */
-EXPORT void _ZdlPv(void *p) { mb_free(p, "operator delete"); }
-EXPORT void _ZdaPv(void *p) { mb_free(p, "operator delete[]"); }
-EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; mb_free(p, "operator delete"); }
-EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; mb_free(p, "operator delete[]"); }
-EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free(p, "operator delete"); }
-EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free(p, "operator delete[]"); }
-EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free(p, "operator delete"); }
-EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free(p, "operator delete[]"); }
-EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free(p, "operator delete"); }
-EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free(p, "operator delete[]"); }
-EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free(p, "operator delete"); }
-EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free(p, "operator delete[]"); }
+EXPORT void _ZdlPv(void *p) { mb_free_inline(p, "operator delete"); }
+EXPORT void _ZdaPv(void *p) { mb_free_inline(p, "operator delete[]"); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; mb_free_inline(p, "operator delete"); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; mb_free_inline(p, "operator delete[]"); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free_inline(p, "operator delete"); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free_inline(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free_inline(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free_inline(p, "operator delete[]"); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free_inline(p, "operator delete"); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free_inline(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free_inline(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free_inline(p, "operator delete[]"); }

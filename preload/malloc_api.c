@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "alloc_fast.h"
 #include "exports.h"
 #include "classify.h"
 #include "heap.h"
@@ -28,15 +29,26 @@ __attribute__((constructor(101))) static void heap_init_early(void)
 	mb_heap_ensure();
 }
 
+/* malloc when the call site needs the classifier's slow path. */
+static __attribute__((noinline)) void *malloc_classify_slow(size_t n, void *ra)
+{
+	int t = mb_classify_site_slow(ra, n);
+	return mb_sampled(mb_malloc(n, T(t)), t, n);
+}
+
+/* The fast paths of classification and of the thread cache, inline: no
+ * stack frame, and every other case is a tail call. */
 EXPORT void *malloc(size_t n)
 {
-	int t = mb_classify(CALLER, n);
-	return mb_sampled(mb_malloc(n, T(t)), t, n);
+	int key;
+	if (__builtin_expect(mb_classify_fast(CALLER, &key), 1))
+		return mb_malloc_inline(n, key);
+	return malloc_classify_slow(n, CALLER);
 }
 
 EXPORT void free(void *p)
 {
-	mb_free(p, "free");
+	mb_free_inline(p, "free");
 }
 
 EXPORT void cfree(void *p)

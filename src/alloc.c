@@ -3,6 +3,7 @@
  * metadata before anything is written. */
 #include "config.h"
 #include "alloc.h"
+#include "alloc_fast.h"
 #include "classify.h"
 #include "heap.h"
 #include "report.h"
@@ -15,26 +16,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-
-static __attribute__((noinline)) void *tick_then(struct mb_tcache *tc, void *p)
-{
-	mb_tcache_tick(tc);
-	return p;
-}
+#define likely mb_likely
+#define unlikely mb_unlikely
+#define pop mb_tcache_pop
 
 /* Slow work is reached by tail calls, so the fast paths need no saved
  * registers and no stack frame. */
-static inline void *pop(struct mb_tcache *tc, struct mb_tbin *bin, int key, unsigned c)
+__attribute__((noinline)) void *mb_tick_then(struct mb_tcache *tc, void *p)
 {
-	struct mb_tentry e = bin->e[--bin->n];
-	*e.st = MB_OBJ_ALLOCATED;
-	tc->counts.mallocs[mb_key_type(key)]++;
-	tc->counts.alloc_bytes += mb_classes[c].size;
-	if (unlikely(tc->counts.alloc_bytes >= tc->next_tick))
-		return tick_then(tc, e.p);
-	return e.p;
+	mb_tcache_tick(tc);
+	return p;
 }
 
 /* The size class tables exist once the heap is initialised, which a thread
@@ -64,7 +55,7 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 	unsigned got = mb_slab_refill_locked(key, c, &e, 1);
 	if (got) {
 		*e.st = MB_OBJ_ALLOCATED;
-		mb_heap.counts.mallocs[mb_key_type(key)]++;
+		mb_heap.counts.mallocs[key]++;
 		mb_heap.counts.alloc_bytes += mb_classes[c].size;
 	}
 	mb_heap_unlock();
@@ -78,13 +69,9 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 /* n must be a size of class c's range, or c's own size (aligned requests). */
 static inline void *malloc_small(size_t n, int key)
 {
-	struct mb_tcache *tc = mb_tc;
-	if (likely(tc != NULL)) {
-		unsigned c = mb_size_class(n);
-		struct mb_tbin *bin = &tc->bin[key][c];
-		if (likely(bin->n != 0))
-			return pop(tc, bin, key, c);
-	}
+	void *p = mb_malloc_cached(mb_tc, n, key);
+	if (likely(p != NULL))
+		return p;
 	return small_slow(n, key);
 }
 
@@ -233,37 +220,8 @@ static inline void raw_free(void *p, const char *func)
 {
 	/* NULL and foreign pointers fall outside the region: the slow path
 	 * sorts them out. */
-	struct mb_buddy *b = &mb_heap.buddy;
-	uintptr_t off = (uintptr_t)p - b->base;
-	if (likely(off < mb_heap.region_bytes)) {
-		struct mb_page *m = &b->pages[off >> MB_PAGE_SHIFT];
-		if (likely(m->kind == MB_KIND_SLAB)) {
-			/* Everything but the state byte comes from the page
-			 * record and the class table. */
-			unsigned c = m->sclass;
-			const struct mb_class_info *ci = &mb_classes[c];
-			uintptr_t start = ((uintptr_t)p & ~(uintptr_t)(MB_PAGE_SIZE - 1)) -
-					  ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
-			uintptr_t o = (uintptr_t)p - start;
-			uint32_t i = (uint32_t)(((uint64_t)o * ci->magic) >> 32);
-			struct mb_slab *s = m->user.ptr;
-			struct mb_tcache *tc = mb_tc;
-			if (likely((uintptr_t)i * ci->size == o && i < ci->nobj && s->state[i] == MB_OBJ_ALLOCATED &&
-				   tc != NULL)) {
-				struct mb_tbin *bin = &tc->bin[m->user32][c];
-				uint32_t n = bin->n;
-				if (likely(n < bin->cap)) {
-					s->state[i] = MB_OBJ_CACHED;
-					tc->counts.frees++;
-					tc->counts.freed_bytes += ci->size;
-					bin->e[n].p = p;
-					bin->e[n].st = &s->state[i];
-					bin->n = n + 1;
-					return;
-				}
-			}
-		}
-	}
+	if (likely(mb_free_cached(mb_tc, p)))
+		return;
 	free_slow(p, func);
 }
 

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 
-__thread int mb_type_hint MB_TLS = -1;
 uint64_t mb_alloc_clock;
 
 /* ---- sites ---- */
@@ -40,7 +39,6 @@ static __thread int in_classify MB_TLS;
  * not unwind before it: libunwind gives every thread that unwinds a trace
  * cache of its own (a quarter MiB, faulted in, then unmapped at exit), which
  * short-lived threads should not pay for. */
-__thread int32_t mb_sample_countdown MB_TLS = 4 * MB_SAMPLE_PERIOD;
 static __thread int thread_unwinds MB_TLS;
 #define sample_countdown mb_sample_countdown
 static __thread uint32_t sample_rng MB_TLS;
@@ -620,6 +618,10 @@ void mb_classify_init(void)
 	if (!sites || !deep_sites || !samples || !buckets) {
 		mb_warn("cannot reserve the call-site tables; classification is off");
 		mb_opt.classify = 0;
+		/* The fast path reads a NULL table as "off". */
+		if (sites)
+			mb_os_unreserve(sites, site_bytes);
+		sites = NULL;
 		return;
 	}
 	memset(buckets, 0xff, SAMPLE_BUCKETS * sizeof(uint32_t));

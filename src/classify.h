@@ -57,15 +57,14 @@ struct site {
 
 extern struct site *mb_sites;
 extern int mb_classify_ready;
-extern __thread int32_t mb_sample_countdown MB_TLS;
 
 static inline uint32_t mb_site_hash(uintptr_t k)
 {
 	return (uint32_t)((k * 0x9e3779b97f4a7c15ULL) >> 40);
 }
 
-/* -1, or the type the thread asked for with mbuddy_set_thread_type(). */
-extern __thread int mb_type_hint MB_TLS;
+/* mb_type_hint (thread.h): -1, or the type the thread asked for with
+ * mbuddy_set_thread_type(). */
 
 /* The allocator's clock: bytes handed out so far (approximately). */
 extern uint64_t mb_alloc_clock;
@@ -75,21 +74,40 @@ extern uint64_t mb_alloc_clock;
  * lock held. */
 int mb_classify_site_slow(void *ra, size_t n);
 
-/* The fast path: a known, settled site in its home slot, not sampled. */
-static inline int mb_classify(void *ra, size_t n)
+/* The fast path: 1 with *key set when the thread's hint, the default or
+ * a known, settled site in its home slot decides and no sample is due; 0
+ * when mb_classify_site_slow() has to (the countdown is already counted).
+ * Before the tables exist, and with classification off, mb_sites is NULL;
+ * while they are being set up no key matches, and the slow path waits for
+ * mb_classify_ready. */
+static inline int mb_classify_fast(void *ra, int *key)
 {
 	int hint = mb_type_hint;
-	if (__builtin_expect(hint >= 0, 0))
-		return hint;
-	/* Off, or before the tables exist: the patch's default type. */
-	if (__builtin_expect(!mb_classify_ready, 0))
-		return MB_KERNNORCLM;
-	if (__builtin_expect(--mb_sample_countdown > 0, 1)) {
-		struct site *s = &mb_sites[mb_site_hash((uintptr_t)ra) & (SITE_CAP - 1)];
-		if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_relaxed) == (uintptr_t)ra &&
-				     !atomic_load_explicit(&s->flags, memory_order_relaxed), 1))
-			return atomic_load_explicit(&s->slab_key, memory_order_relaxed);
+	if (__builtin_expect(hint >= 0, 0)) {
+		*key = hint;
+		return 1;
 	}
+	struct site *tab = mb_sites;
+	if (__builtin_expect(tab == NULL, 0)) {
+		*key = MB_KERNNORCLM; /* the patch's default type */
+		return 1;
+	}
+	if (__builtin_expect(--mb_sample_countdown > 0, 1)) {
+		struct site *s = &tab[mb_site_hash((uintptr_t)ra) & (SITE_CAP - 1)];
+		if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_relaxed) == (uintptr_t)ra &&
+				     !atomic_load_explicit(&s->flags, memory_order_relaxed), 1)) {
+			*key = atomic_load_explicit(&s->slab_key, memory_order_relaxed);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static inline int mb_classify(void *ra, size_t n)
+{
+	int key;
+	if (__builtin_expect(mb_classify_fast(ra, &key), 1))
+		return key;
 	return mb_classify_site_slow(ra, n);
 }
 

@@ -37,7 +37,7 @@ struct mb_central {
 /* Counters kept per thread and folded into the heap's on thread exit. Live
  * bytes are alloc_bytes - freed_bytes, so each fast path adds to one. */
 struct mb_counts {
-	uint64_t mallocs[MB_NTYPES]; /* allocations served, per type */
+	uint64_t mallocs[MB_NKEYS];  /* allocations served, per slab key (large: per type) */
 	uint64_t frees;
 	uint64_t alloc_bytes;        /* usable bytes handed out, ever */
 	uint64_t freed_bytes;        /* usable bytes given back, ever */

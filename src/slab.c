@@ -79,7 +79,7 @@ static struct mb_slab *slab_create_locked(int key, unsigned c)
 		return NULL;
 	/* Descriptors are grouped by key like the slabs: when a lane's
 	 * slabs die, their descriptors' pages are freed whole too. */
-	struct mb_slab *s = mb_meta_alloc_group(sizeof(*s) + ci->nobj, 1u + (unsigned)key);
+	struct mb_slab *s = mb_meta_alloc_group(sizeof(*s) + ci->nobj + 1, 1u + (unsigned)key);
 	if (!s) {
 		mb_buddy_free(b, (size_t)idx);
 		return NULL;
@@ -89,6 +89,9 @@ static struct mb_slab *slab_create_locked(int key, unsigned c)
 	s->magic = ci->magic;
 	s->nobj = (uint16_t)ci->nobj;
 	s->nfree = (uint16_t)ci->nobj;
+	/* An address in the tail past the last object reads as no object,
+	 * so the free fast path needs no bounds check. */
+	s->state[ci->nobj] = MB_OBJ_BEYOND;
 	s->key = (uint8_t)key;
 	s->sclass = (uint8_t)c;
 	for (size_t i = (size_t)idx; i < (size_t)idx + ci->slab_pages; i++) {
@@ -118,7 +121,7 @@ static void slab_destroy_locked(struct mb_slab *s)
 	mb_buddy_free(b, idx);
 	mb_heap.central[s->key][s->sclass].nslabs--;
 	mb_heap.slab_pages -= ci->slab_pages;
-	mb_meta_free(s, sizeof(*s) + ci->nobj);
+	mb_meta_free(s, sizeof(*s) + ci->nobj + 1);
 }
 
 size_t mb_slab_purge_locked(void)

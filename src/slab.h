@@ -15,6 +15,7 @@ enum mb_obj_state {
 	MB_OBJ_ALLOCATED = 1, /* owned by the program */
 	MB_OBJ_CACHED = 2,    /* free, held in some thread's cache */
 	MB_OBJ_SAMPLED = 3,   /* owned by the program, and a classification sample */
+	MB_OBJ_BEYOND = 4,    /* state[nobj]: the slab's tail past its last object */
 };
 
 struct mb_slab {
@@ -26,7 +27,7 @@ struct mb_slab {
 	uint8_t key, sclass;         /* slab key (reclaim_type.h), size class */
 	uint8_t listed;
 	uint8_t pad[3];
-	uint8_t state[];             /* enum mb_obj_state, one per object */
+	uint8_t state[];             /* enum mb_obj_state, one per object, then MB_OBJ_BEYOND */
 };
 
 /* One cached free object: its address and its state byte. */

@@ -116,6 +116,11 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	s->count = b->count;
 	s->counts = mb_heap.counts;
 	mb_tcache_sum_counts_locked(&s->counts);
+	/* Allocations are counted per slab key; the report shows types. */
+	for (int k = MB_NTYPES; k < MB_NKEYS; k++) {
+		s->counts.mallocs[mb_key_type(k)] += s->counts.mallocs[k];
+		s->counts.mallocs[k] = 0;
+	}
 	s->pages_allocated = b->pages_allocated;
 	s->slab_pages = mb_heap.slab_pages;
 	s->large_objects = mb_heap.large_objects;

@@ -4,11 +4,10 @@
 #include "options.h"
 #include "classify.h"
 #include "stats.h"
+#include "alloc.h"
 
 #include <pthread.h>
 
-__thread struct mb_tcache *mb_tc MB_TLS;
-__thread int mb_tc_busy MB_TLS;
 /* Set once the thread's cache has been torn down at exit: later frees from
  * other TLS destructors go straight to the slabs. */
 static __thread int tc_dead MB_TLS;
@@ -27,8 +26,8 @@ static size_t row_bytes(void)
 
 static void counts_add(struct mb_counts *to, const struct mb_counts *from)
 {
-	for (int t = 0; t < MB_NTYPES; t++)
-		to->mallocs[t] += from->mallocs[t];
+	for (int k = 0; k < MB_NKEYS; k++)
+		to->mallocs[k] += from->mallocs[k];
 	to->frees += from->frees;
 	to->alloc_bytes += from->alloc_bytes;
 	to->freed_bytes += from->freed_bytes;
@@ -55,7 +54,7 @@ static void tcache_destroy(void *arg)
 			mb_meta_free(tc->row[k], row_bytes());
 	mb_meta_free(tc, sizeof(*tc));
 	mb_heap_unlock();
-	mb_tc = NULL;
+	mb_tc = mb_tc_fast = NULL;
 	tc_dead = 1;
 	mb_tc_busy = 0;
 }
@@ -86,6 +85,8 @@ struct mb_tcache *mb_tcache_create(void)
 		 * did, mb_tc_busy sends that allocation down the slow path. */
 		pthread_setspecific(tc_key, tc);
 		mb_tc = tc;
+		/* With canaries every object passes the general paths. */
+		mb_tc_fast = mb_canaries ? NULL : tc;
 	}
 	mb_tc_busy = 0;
 	return tc;

@@ -6,6 +6,7 @@
 
 #include "heap.h"
 #include "slab.h"
+#include "thread.h"
 
 struct mb_tbin {
 	uint32_t n, cap;
@@ -24,12 +25,8 @@ struct mb_tcache {
 	struct mb_tentry *row[MB_NKEYS];
 };
 
-#define MB_TLS __attribute__((tls_model("initial-exec")))
-
-/* NULL until the thread's first small allocation, and after it exits. */
-extern __thread struct mb_tcache *mb_tc MB_TLS;
-/* Set while a thread is creating or tearing down its cache. */
-extern __thread int mb_tc_busy MB_TLS;
+/* This thread's cache is mb_tc, and mb_tc_busy is set while it is being
+ * created or torn down (thread.h). */
 
 /* Create this thread's cache; NULL if it cannot have one right now. */
 struct mb_tcache *mb_tcache_create(void);

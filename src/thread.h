@@ -1,0 +1,31 @@
+/* The state of the calling thread that the fast paths read, in one
+ * initial-exec TLS block: malloc's classification and its thread cache,
+ * and free, all start from one thread-pointer offset. */
+#ifndef MB_THREAD_H
+#define MB_THREAD_H
+
+#include <stdint.h>
+
+#define MB_TLS __attribute__((tls_model("initial-exec")))
+
+struct mb_tcache;
+
+struct mb_thread {
+	struct mb_tcache *fast;   /* the cache the inline fast paths use: tc, or
+				   * NULL with canaries (MBUDDY_CHECK=1), whose
+				   * checks live on the general paths */
+	struct mb_tcache *tc;     /* NULL until the first small allocation, and after exit */
+	int32_t sample_countdown; /* allocations until the next classification sample */
+	int32_t type_hint;        /* -1, or the type set with mbuddy_set_thread_type() */
+	int32_t tc_busy;          /* set while the cache is being created or torn down */
+};
+
+extern __thread struct mb_thread mb_self MB_TLS;
+
+#define mb_tc (mb_self.tc)
+#define mb_tc_fast (mb_self.fast)
+#define mb_tc_busy (mb_self.tc_busy)
+#define mb_sample_countdown (mb_self.sample_countdown)
+#define mb_type_hint (mb_self.type_hint)
+
+#endif
