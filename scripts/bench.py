@@ -23,6 +23,9 @@ Workloads (sources in scripts/workloads/, built with cc -O2 into --build-dir)
   realloc   many buffers grown by small appends and by doubling
   largebuf  5-25 MiB zeroed buffers allocated and freed in a loop
   threads   thousands of short-lived threads
+  fastpath  small-object malloc+free in ns/op: pair (free what was just taken),
+            batch (64 of a class, freed oldest first), pair loop in 1 and 2
+            threads; reports the best of 3 in-process timings of each part
   python    /usr/bin/python3 -m test (a slice of CPython's suite), PYTHONMALLOC=malloc
   sqlite    sqlite3 CLI on a generated 200k-row database (workloads/sqlite.sql)
   gxx       g++ -O1 -c workloads/stl_heavy.cpp
@@ -31,15 +34,21 @@ Measured per run, by a small static launcher (measure.c) so that the
 runner's own memory is not charged to the workload: wall time, user+sys CPU
 time and peak RSS (wait4 rusage, which covers the workload's own children,
 e.g. cc1plus under g++). phase also reports its RSS and live bytes after the
-drop.
+drop; fastpath reports its own ns/op figures, shown in a table of their own.
 
 Targets for libmbuddy, marked MISS in the report when not met:
   * wall time <= 1.2x jemalloc and <= 1.5x the fastest peer (glibc, jemalloc,
-    mimalloc, tcmalloc), per workload;
+    mimalloc, tcmalloc), per workload (fastpath excepted: see below);
   * phase: RSS after the drop <= 1.3x the live bytes, and <= 0.7x the RSS of
     jemalloc-eager after the drop (raw RSS: the program's own text and libc
     count against the allocator, which is conservative);
-  * geometric mean of peak RSS over the workloads <= jemalloc's.
+  * geometric mean of peak RSS over the workloads (fastpath excepted) <=
+    jemalloc's;
+  * fastpath: pair and batch ns/op <= 1.2x jemalloc's, and two-thread
+    scaling (pair2t ns/op over pair1t ns/op, 1.0 = perfect) <= 1.2x
+    jemalloc's scaling. Relative, not absolute: on a shared or 2-CPU machine
+    every allocator's scaling degrades alike, so an absolute limit would
+    measure the machine. Ratios are of the medians over the runs.
 
 Examples
   python3 scripts/bench.py --quick                       # smoke test, ~1 min
@@ -81,6 +90,11 @@ TIME_VS_JEMALLOC = 1.2
 TIME_VS_FASTEST = 1.5
 DROP_VS_LIVE = 1.3
 DROP_VS_EAGER = 0.7
+FAST_VS_JEMALLOC = 1.2
+SCALE_VS_JEMALLOC = 1.2
+# Microbenchmarks: their wall time (thread start-up, repetitions) and tiny
+# RSS say nothing; they count only through their own figures.
+MICRO = ("fastpath",)
 
 RATIO_TICKS = [0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]
 
@@ -139,6 +153,8 @@ WORKLOADS = [
              lambda c: [_bin(c, "largebuf"), _q(c, "30", "250")]),
     Workload("threads", "short-lived threads, waves of 8",
              lambda c: [_bin(c, "threads"), _q(c, "1000", "8000")]),
+    Workload("fastpath", "small malloc+free fast path, ns/op, 1 and 2 threads",
+             lambda c: [_bin(c, "fastpath"), _q(c, "2M", "10M")]),
     Workload("python", "CPython test slice, PYTHONMALLOC=malloc",
              lambda c: [str(SYSTEM_PYTHON), "-m", "test", "-q",
                         *_q(c, PY_TESTS_QUICK, PY_TESTS)],
@@ -153,6 +169,17 @@ WORKLOADS = [
                         "-o", str(c["scratch"] / "stl_heavy.o")],
              result=False, needs=("g++",)),
 ]
+
+# fastpath's figures from its RESULT line (see fastpath.c), as (field,
+# column heading, target name or None, limit as a ratio to jemalloc).
+FASTPATH_FIELDS = (
+    ("pair_ns", "pair ns", "fastpath: pair ns/op vs jemalloc", FAST_VS_JEMALLOC),
+    ("batch_ns", "batch ns", "fastpath: batch ns/op vs jemalloc", FAST_VS_JEMALLOC),
+    ("pair1t_ns", "pair ns, 1 thread", None, None),
+    ("pair2t_ns", "pair ns, 2 threads", None, None),
+    ("scale2t", "2-thread scaling", "fastpath: 2-thread scaling vs jemalloc",
+     SCALE_VS_JEMALLOC),
+)
 
 # External programs read many files on their first run: warm the page cache
 # once so that the first allocator in the rotation is not penalised.
@@ -359,7 +386,8 @@ def summarise(runs):
             s["spread"] = (max(walls) - min(walls)) / s["wall"] if s["wall"] else 0.0
             s["cpu"] = statistics.median(r["cpu"] for r in ok)
             s["maxrss"] = statistics.median(r["maxrss_kib"] for r in ok) * 1024
-            for f in ("live_bytes", "rss_after_drop", "rss_before_drop", "rss_start"):
+            for f in ("live_bytes", "rss_after_drop", "rss_before_drop", "rss_start",
+                      *(name for name, *_ in FASTPATH_FIELDS)):
                 vals = [r["result"][f] for r in ok if r["result"] and f in r["result"]]
                 if vals:
                     s[f] = statistics.median(vals)
@@ -390,6 +418,8 @@ def evaluate_targets(summ, workloads, names):
         if mine is None:
             rows.append((f"{wl.name}: runs", "failed", "must run", False))
             continue
+        if wl.name in MICRO:
+            continue  # judged by its own ns/op figures below
         if je:
             rows.append((f"{wl.name}: time vs jemalloc", mine / je, TIME_VS_JEMALLOC,
                          mine / je <= TIME_VS_JEMALLOC))
@@ -406,13 +436,18 @@ def evaluate_targets(summ, workloads, names):
     if drop and eager:
         rows.append(("phase: RSS after drop vs jemalloc-eager", drop / eager, DROP_VS_EAGER,
                      drop / eager <= DROP_VS_EAGER))
-    both = [w.name for w in workloads
-            if get(w.name, MBUDDY, "maxrss") and get(w.name, "jemalloc", "maxrss")]
+    both = [w.name for w in workloads if w.name not in MICRO and
+            get(w.name, MBUDDY, "maxrss") and get(w.name, "jemalloc", "maxrss")]
     if both:
         ratio = (geomean(get(w, MBUDDY, "maxrss") for w in both) /
                  geomean(get(w, "jemalloc", "maxrss") for w in both))
         rows.append((f"peak RSS geomean vs jemalloc ({len(both)} workloads)", ratio, 1.0,
                      ratio <= 1.0))
+    for f, _, target, limit in FASTPATH_FIELDS:
+        mine = get("fastpath", MBUDDY, f)
+        je = get("fastpath", "jemalloc", f)
+        if target and mine and je:
+            rows.append((target, mine / je, limit, mine / je <= limit))
     return rows
 
 
@@ -553,6 +588,37 @@ def write_markdown(path, data):
                  f"| {mib(after)} | {vs_live:.2f}x{m1} | {fmt_ratio(vs_eager)}{m2} |")
     L.append("")
 
+    if any(summ.get(("fastpath", a), {}).get("pair_ns") for a in names):
+        L.append("## Fast path: small malloc+free\n")
+        L.append("Nanoseconds per malloc+free of 16-256 B objects, measured inside the "
+                 "workload (best of its repetitions after a warm-up), median over runs "
+                 "(ratio to jemalloc). pair: free what was just allocated; batch: 64 "
+                 "objects of a size, freed oldest first; 1 / 2 threads: the pair loop in "
+                 "spawned threads, ns/op per thread; scaling: 2-thread over 1-thread "
+                 "ns/op (1.00 = perfect, 2.00 = serialised). **MISS** marks libmbuddy "
+                 f"over {FAST_VS_JEMALLOC}x jemalloc (scaling: over {SCALE_VS_JEMALLOC}x "
+                 "jemalloc's scaling).\n")
+        L.append("| allocator | " + " | ".join(h for _, h, _, _ in FASTPATH_FIELDS) + " |")
+        L.append("|---|" + "---|" * len(FASTPATH_FIELDS))
+        for a in names:
+            s = summ.get(("fastpath", a))
+            if not s:
+                continue
+            if "pair_ns" not in s:
+                L.append(f"| {a} | FAIL |" + " |" * (len(FASTPATH_FIELDS) - 1))
+                continue
+            cells = []
+            for f, _, target, _ in FASTPATH_FIELDS:
+                v = s.get(f)
+                je = summ.get(("fastpath", "jemalloc"), {}).get(f)
+                cell = (f"{v:.2f}" if v is not None else "-") + \
+                    (f" ({v / je:.2f}x)" if v is not None and je else "")
+                if a == MBUDDY and target in missed:
+                    cell += " **MISS**"
+                cells.append(cell)
+            L.append(f"| {a} | " + " | ".join(cells) + " |")
+        L.append("")
+
     noisy = [(w, a, s["spread"]) for (w, a), s in summ.items()
              if s.get("spread", 0) > 0.10 and s["ok"] > 1]
     failures = [(w, a, e) for (w, a), s in summ.items() for e in s["errors"]]
@@ -594,7 +660,10 @@ def write_chart(png, json_path, data):
     names = [a["name"] for a in data["allocators"]]
     wls = [w for w in data["workloads"]]
     summ = summarise(data["runs"])
-    fig, axes = plt.subplots(3, 1, figsize=(13, 13))
+    fast = [a for a in names if summ.get(("fastpath", a), {}).get("pair_ns")]
+    fast_je = summ.get(("fastpath", "jemalloc"), {})
+    panels = 4 if fast and fast_je.get("pair_ns") else 3
+    fig, axes = plt.subplots(panels, 1, figsize=(13, 13 + 4 * (panels - 3)))
     width = 0.8 / max(len(names), 1)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
@@ -641,6 +710,37 @@ def write_chart(png, json_path, data):
         ax.set_ylim(0, max(before + after) * 1.35)  # headroom for the legend
         ax.legend(fontsize=8, ncol=4, loc="upper center")
     ax.set_title("Phase change: resident memory before and after the load drops")
+
+    if panels == 4:
+        ax = axes[3]
+        ratios = []
+        for i, a in enumerate(names):
+            if a not in fast:
+                continue
+            xs, ys = [], []
+            for j, (f, *_) in enumerate(FASTPATH_FIELDS):
+                v, je = summ[("fastpath", a)].get(f), fast_je.get(f)
+                if v and je:
+                    xs.append(j + (i - (len(names) - 1) / 2) * width)
+                    ys.append(v / je)
+            ratios += ys
+            ax.bar(xs, ys, width, label=a, color=colours[i % len(colours)])
+        # Fixed limits around 1x: bars on a log axis start at its bottom, so
+        # an autoscaled bottom just under the smallest ratio would hide it.
+        ax.set_ylim(min([0.25, *ratios]) / 1.2, max([4, *ratios]) * 1.2)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.axhline(FAST_VS_JEMALLOC, color="red", linewidth=0.8, linestyle="--",
+                   label=f"target {FAST_VS_JEMALLOC}x")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(FixedLocator(RATIO_TICKS))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}x"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks(range(len(FASTPATH_FIELDS)))
+        ax.set_xticklabels([h for _, h, *_ in FASTPATH_FIELDS])
+        ax.set_title("Fast path (fastpath workload): ns/op and 2-thread scaling, "
+                     "ratio to jemalloc (lower is better)")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(ncol=4, fontsize=8)
     meta = data["meta"]
     fig.suptitle(f"libmbuddy benchmark, {meta['date']}, {meta['cpu']} x{meta['nproc']}"
                  f"{' (quick)' if meta['quick'] else ''}", fontsize=10)
