@@ -389,15 +389,27 @@ static long take_in_range(struct mb_buddy *b, size_t from, size_t end, unsigned 
 	return -1;
 }
 
-/* A block of `order` in who's home pageblock: next-fit from where the last
- * one was taken, then once from the pageblock's start (blocks freed
- * behind). A home filled in order costs one step per allocation. */
+/* A block of `order` in who's home pageblock: a block just freed there if
+ * one heads a free list (its pages are likely still resident), else
+ * next-fit from where the last one was taken, then once from the
+ * pageblock's start (blocks freed behind). A home filled in order costs
+ * one step per allocation. */
 static long take_in_home(struct mb_buddy *b, int who, unsigned order, int type)
 {
 	size_t pb = (size_t)b->home[who];
 	size_t first = pb << b->pb_order, end = first + b->pb_pages;
 	if (mb_buddy_pb_type(b, pb) != type || b->pb_pages - b->pb_used[pb] < ((size_t)1 << order))
 		return -1;
+	for (unsigned o = order; o < b->pb_order; o++) {
+		struct mb_free_area *a = &b->free_area[type][o];
+		uint32_t h = a->head;
+		if (h != MB_NIL && (h >> b->pb_order) == pb) {
+			list_del(b, a, h);
+			b->pages[h].state = MB_PG_NONE;
+			expand(b, h, order, o, type);
+			return (long)h;
+		}
+	}
 	size_t pos = b->home_pos[who];
 	long idx = -1;
 	if (pos > first && pos < end && (b->pages[pos].state == MB_PG_FREE || b->pages[pos].state == MB_PG_ALLOC))
