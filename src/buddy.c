@@ -363,60 +363,34 @@ static unsigned order_for(size_t npages)
 	return npages <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(npages - 1);
 }
 
-/* The first free block of at least `order` in [from, end), taken off its
- * list and split down to `order`; -1 if there is none. Walks block by
- * block: every page is in a free block (head FREE) or an allocation (head
- * ALLOC, then TAIL), and from is always a block's first page. */
-static long take_in_range(struct mb_buddy *b, size_t from, size_t end, unsigned order, int type)
-{
-	for (size_t i = from; i < end;) {
-		struct mb_page *p = &b->pages[i];
-		if (p->state == MB_PG_FREE) {
-			unsigned o = p->order;
-			if (o >= order) {
-				list_del(b, &b->free_area[type][o], (uint32_t)i);
-				p->state = MB_PG_NONE;
-				expand(b, i, order, o, type);
-				return (long)i;
-			}
-			i += (size_t)1 << o;
-		} else if (p->state == MB_PG_ALLOC) {
-			i += p->npages;
-		} else {
-			i++; /* not a head: cannot happen in a checked heap */
-		}
-	}
-	return -1;
-}
+/* How many list entries per order a home user looks at, for a block in
+ * its home or, failing that, outside the other homes. */
+#define HOME_SCAN 16
 
-/* A block of `order` in who's home pageblock: a block just freed there if
- * one heads a free list (its pages are likely still resident), else
- * next-fit from where the last one was taken, then once from the
- * pageblock's start (blocks freed behind). A home filled in order costs
- * one step per allocation. */
+/* A block of `order` in who's home pageblock, smallest order first as the
+ * buddy always takes (splitting a big block while small ones are free
+ * would break up the pageblocks that could become whole again): each
+ * order's list is searched for a block in the home among its first
+ * HOME_SCAN entries. A home being filled keeps its remainder at the list
+ * heads, so this usually stops at the first entry. */
 static long take_in_home(struct mb_buddy *b, int who, unsigned order, int type)
 {
 	size_t pb = (size_t)b->home[who];
-	size_t first = pb << b->pb_order, end = first + b->pb_pages;
 	if (mb_buddy_pb_type(b, pb) != type || b->pb_pages - b->pb_used[pb] < ((size_t)1 << order))
 		return -1;
 	for (unsigned o = order; o < b->pb_order; o++) {
 		struct mb_free_area *a = &b->free_area[type][o];
-		uint32_t h = a->head;
-		if (h != MB_NIL && (h >> b->pb_order) == pb) {
-			list_del(b, a, h);
-			b->pages[h].state = MB_PG_NONE;
-			expand(b, h, order, o, type);
-			return (long)h;
+		uint32_t idx = a->head;
+		for (int k = 0; k < HOME_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
+			if ((idx >> b->pb_order) != pb)
+				continue;
+			list_del(b, a, idx);
+			b->pages[idx].state = MB_PG_NONE;
+			expand(b, idx, order, o, type);
+			return idx;
 		}
 	}
-	size_t pos = b->home_pos[who];
-	long idx = -1;
-	if (pos > first && pos < end && (b->pages[pos].state == MB_PG_FREE || b->pages[pos].state == MB_PG_ALLOC))
-		idx = take_in_range(b, pos, end, order, type);
-	if (idx < 0)
-		idx = take_in_range(b, first, end, order, type);
-	return idx;
+	return -1;
 }
 
 static int others_home(const struct mb_buddy *b, size_t pb, int who)
@@ -427,9 +401,6 @@ static int others_home(const struct mb_buddy *b, size_t pb, int who)
 	return 0;
 }
 
-/* How many list entries per order a home user looks at for a block
- * outside the other homes before it takes a fresh pageblock. */
-#define HOME_SCAN 16
 
 /* A home user's block when its home is full: see mb_buddy_alloc_home(). */
 static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
@@ -482,10 +453,8 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 			idx = b->home[who] >= 0 ? take_in_home(b, who, order, type) : -1;
 			if (idx < 0)
 				idx = rmqueue_home(b, order, type, who);
-			if (idx >= 0) {
+			if (idx >= 0)
 				b->home[who] = idx >> b->pb_order;
-				b->home_pos[who] = (size_t)idx + ((size_t)1 << order);
-			}
 		}
 		if (idx >= 0) {
 			size_t owner = (size_t)mb_buddy_pb_type(b, (size_t)idx >> b->pb_order);

@@ -106,7 +106,6 @@ struct mb_buddy {
 
 	struct mb_free_area free_area[MB_NTYPES][MB_MAX_ORDER_MAX];
 	long home[MB_BUDDY_HOMES]; /* each home user's current pageblock, or -1 */
-	size_t home_pos[MB_BUDDY_HOMES]; /* where its next search of it starts */
 	size_t nr_global;
 	size_t pb_owned[MB_NTYPES];
 	size_t pages_allocated;

@@ -72,9 +72,14 @@ static struct mb_slab *slab_create_locked(int key, unsigned c)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	const struct mb_class_info *ci = &mb_classes[c];
-	/* Each key fills a home pageblock of its own: a lane's slabs stay
-	 * together, and the pageblocks of a lane that empties go back whole. */
-	long idx = mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), key, NULL);
+	/* Each KernNoRclm key fills a home pageblock of its own: its lanes
+	 * hold the unsettled sites too, and one of them may turn out to be a
+	 * cache while another is pinned, so their slabs must not interleave;
+	 * then the pageblocks of the lane that empties go back whole. The
+	 * other types' objects are known to die: their slabs reuse any free
+	 * block of the type, which keeps them dense. */
+	int home = mb_key_type(key) == MB_KERNNORCLM ? key : -1;
+	long idx = mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), home, NULL);
 	if (idx < 0)
 		return NULL;
 	/* Descriptors are grouped by key like the slabs: when a lane's
