@@ -313,8 +313,40 @@ static void set_head(struct mb_buddy *b, size_t idx, size_t npages, int type)
 
 /* ---- allocation ---- */
 
+/* Retype pageblock pb to `to`, moving its free blocks to to's lists:
+ * move_freepages_block() of later kernels. */
+static void take_over_pageblock(struct mb_buddy *b, size_t pb, int to)
+{
+	int from = mb_buddy_pb_type(b, pb);
+	size_t first = pb << b->pb_order, end = first + b->pb_pages;
+	for (size_t i = first; i < end;) {
+		struct mb_page *p = &b->pages[i];
+		if (p->state == MB_PG_FREE) {
+			unsigned o = p->order;
+			list_del(b, &b->free_area[from][o], (uint32_t)i);
+			add_free_block(b, i, o, to, 0);
+			i += (size_t)1 << o;
+		} else if (p->state == MB_PG_ALLOC) {
+			i += p->npages;
+		} else {
+			i++; /* the tail of a run that started in an earlier pageblock */
+		}
+	}
+	set_pb_type(b, pb, to);
+	b->pb_owned[from]--;
+	b->pb_owned[to]++;
+	b->count.pageblocks_taken_over++;
+}
+
 /* __rmqueue of the patch: the type's own lists, then one whole pageblock
- * from the global pool, then the other types' lists in fallback order. */
+ * from the global pool, then the other types' lists in fallback order.
+ * A fallback into a pageblock that is at least half free takes the whole
+ * pageblock over, as later kernels do (steal_suitable_fallback): the
+ * requester's objects then fill it, and the previous owner's that still
+ * live there free into the requester's lists, instead of both types
+ * mixing in the pageblock for good. This is how a site whose type changed
+ * (a cache first taken for pinned data) ends up owning the pageblocks its
+ * old objects leave behind. */
 static long rmqueue(struct mb_buddy *b, unsigned order, int type)
 {
 	for (int i = 0; i < MB_NTYPES; i++) {
@@ -324,6 +356,12 @@ static long rmqueue(struct mb_buddy *b, unsigned order, int type)
 			if (a->head == MB_NIL)
 				continue;
 			uint32_t idx = a->head;
+			size_t pb = idx >> b->pb_order;
+			if (i > 0 && 2 * (b->pb_pages - b->pb_used[pb]) >= b->pb_pages) {
+				take_over_pageblock(b, pb, type);
+				t = type;
+				a = &b->free_area[type][o];
+			}
 			list_del(b, a, idx);
 			b->pages[idx].state = MB_PG_NONE;
 			expand(b, idx, order, o, t);

@@ -285,6 +285,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 	mb_out_fmt(o, "  failed buddy requests          %llu\n",
 		   (unsigned long long)(s->count.failures[0] + s->count.failures[1] + s->count.failures[2]));
 	mb_out_fmt(o, "  pageblocks returned to kernel  %llu\n", (unsigned long long)s->count.released_pageblocks);
+	mb_out_fmt(o, "  pageblocks taken over          %llu\n", (unsigned long long)s->count.pageblocks_taken_over);
 	mb_out_fmt(o, "  calloc clears skipped          %llu\n", (unsigned long long)s->calloc_zero_skips);
 	mb_out_fmt(o, "  realloc in place (grow/shrink) %llu/%llu\n\n", (unsigned long long)s->inplace_grows,
 		   (unsigned long long)s->inplace_shrinks);
@@ -341,12 +342,13 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 
 	uint64_t mallocs = s->counts.mallocs[0] + s->counts.mallocs[1] + s->counts.mallocs[2];
 	mb_out_fmt(o, "\"counters\":{\"global_steals\":%llu,\"global_refills\":%llu,\"mallocs\":%llu,\"frees\":%llu,"
-		      "\"released_pageblocks\":%llu,\"release_failures\":%llu,\"calloc_zero_skips\":%llu,"
+		      "\"released_pageblocks\":%llu,\"release_failures\":%llu,\"pageblocks_taken_over\":%llu,"
+		      "\"calloc_zero_skips\":%llu,"
 		      "\"realloc_inplace_grows\":%llu,\"realloc_inplace_shrinks\":%llu,\"large_objects\":%llu},",
 		   (unsigned long long)s->count.global_steals, (unsigned long long)s->count.global_refills,
 		   (unsigned long long)mallocs, (unsigned long long)s->counts.frees,
 		   (unsigned long long)s->count.released_pageblocks, (unsigned long long)s->count.release_failures,
-		   (unsigned long long)s->calloc_zero_skips, (unsigned long long)s->inplace_grows,
+		   (unsigned long long)s->count.pageblocks_taken_over, (unsigned long long)s->calloc_zero_skips, (unsigned long long)s->inplace_grows,
 		   (unsigned long long)s->inplace_shrinks, (unsigned long long)s->large_objects);
 
 	mb_out_fmt(o, "\"heap\":{\"reserved_bytes\":%zu,\"resident_bytes\":%llu,\"buddy_allocated_bytes\":%llu,"

@@ -144,6 +144,31 @@ static void test_homes_keep_users_apart(void)
 	test_buddy_free_region(&B);
 }
 
+/* A fallback into a pageblock that is more than half used does not take
+ * it over: the page is served and counted, the owner stays. */
+static void test_fallback_keeps_busy_pageblock(void)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
+	long held[2 * 64 + 8];
+	int nheld = 0;
+	/* KernRclm takes pageblock 0 and uses 3/4 of it; UserRclm fills
+	 * pageblock 1. */
+	size_t quarter = B.pb_pages / 4;
+	for (size_t i = 0; i < 3; i++)
+		held[nheld++] = alloc_ok(&B, quarter, MB_KERNRCLM);
+	held[nheld++] = alloc_ok(&B, B.pb_pages, MB_USERRCLM);
+	CHECK(B.nr_global == 0);
+	long x = alloc_ok(&B, 1, MB_USERRCLM);
+	CHECK(mb_buddy_pb_type(&B, (size_t)x >> B.pb_order) == MB_KERNRCLM);
+	CHECK(B.count.fallbacks[MB_USERRCLM] == 1 && B.count.pageblocks_taken_over == 0);
+	held[nheld++] = x;
+	CHECK_BUDDY(&B);
+	for (int i = 0; i < nheld; i++)
+		free_ok(&B, held[i]);
+	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
+
 /* Fill pageblock `pb` (owned by its type) completely with single pages. */
 static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
 {
@@ -158,7 +183,8 @@ static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
 }
 
 /* With the pool empty, each type falls back to the others' lists in the
- * patch's order, and every fallback is counted. */
+ * patch's order, and every fallback is counted. A fallback into a mostly
+ * free pageblock takes the pageblock over. */
 static void test_fallback_order(void)
 {
 	for (int type = 0; type < MB_NTYPES; type++) {
@@ -176,14 +202,19 @@ static void test_fallback_order(void)
 		long x = alloc_ok(&B, 1, type);
 		CHECK((x >> B.pb_order) == (first[f1] >> B.pb_order));
 		CHECK(B.count.fallbacks[type] == 1);
+		/* f1's pageblock held one page: it is now type's. */
+		CHECK(mb_buddy_pb_type(&B, (size_t)x >> B.pb_order) == type);
+		CHECK(B.count.pageblocks_taken_over == 1);
+		CHECK(B.pb_owned[type] == 2 && B.pb_owned[f1] == 0);
 		held[nheld++] = x;
-		fill_own_lists(&B, f1, held, &nheld);
+		fill_own_lists(&B, type, held, &nheld);
 
 		long y = alloc_ok(&B, 1, type);
 		CHECK((y >> B.pb_order) == (first[f2] >> B.pb_order));
 		CHECK(B.count.fallbacks[type] == 2);
+		CHECK(B.count.pageblocks_taken_over == 2);
 		held[nheld++] = y;
-		fill_own_lists(&B, f2, held, &nheld);
+		fill_own_lists(&B, type, held, &nheld);
 
 		/* Everything is full: the request fails and nothing changes. */
 		CHECK(mb_buddy_alloc(&B, 1, type, NULL) == -1);
@@ -193,7 +224,7 @@ static void test_fallback_order(void)
 		/* A page taken by fallback is freed into its pageblock owner's
 		 * lists, and the pageblocks still drain back to the pool. */
 		free_ok(&B, x);
-		CHECK(B.free_area[f1][0].nr_free == 1);
+		CHECK(B.free_area[type][0].nr_free == 1);
 		for (int i = 0; i < nheld; i++)
 			if (held[i] != x)
 				free_ok(&B, held[i]);
@@ -401,6 +432,7 @@ int main(void)
 	RUN(test_steal_reserves_pageblock);
 	RUN(test_free_everything_returns_pool);
 	RUN(test_fallback_order);
+	RUN(test_fallback_keeps_busy_pageblock);
 	RUN(test_homes_keep_users_apart);
 	RUN(test_multi_pageblock_runs);
 	RUN(test_exhaustion);
