@@ -28,6 +28,29 @@ __attribute__((noinline)) void *mb_tick_then(struct mb_tcache *tc, void *p)
 	return p;
 }
 
+/* The heap is full: the free objects this thread's cache holds may be all
+ * that keeps some slabs, and so their pages, from going back to the buddy.
+ * Gives them back; returns 1 if there were any (a retry may succeed). */
+static int give_back_cache(void)
+{
+	struct mb_tcache *tc = mb_tc;
+	return tc && mb_tcache_flush_all(tc) != 0;
+}
+
+/* A page-granular allocation, retried once after the thread's cache was
+ * given back. errno is ENOMEM only if the retry fails too. */
+static void *large_alloc(size_t n, size_t align, int key, int zero)
+{
+	int saved = errno;
+	void *p = mb_large_alloc(n, align, key, zero);
+	if (p == NULL && give_back_cache()) {
+		p = mb_large_alloc(n, align, key, zero);
+		if (p)
+			errno = saved;
+	}
+	return p;
+}
+
 /* The size class tables exist once the heap is initialised, which a thread
  * cache implies; the slow path (re)computes the class after initialising. */
 static __attribute__((noinline)) void *small_slow(size_t n, int key)
@@ -45,6 +68,8 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 		mb_tcache_maybe_flush_all(tc);
 		struct mb_tbin *bin = &tc->bin[key][c];
 		if (bin->n || mb_tcache_refill(tc, key, c))
+			return pop(tc, bin, key, c);
+		if (give_back_cache() && mb_tcache_refill(tc, key, c))
 			return pop(tc, bin, key, c);
 		errno = ENOMEM;
 		return NULL;
@@ -84,7 +109,7 @@ static inline void *raw_malloc(size_t n, int key)
 		return NULL;
 	}
 	mb_stats_poll();
-	return mb_large_alloc(n, 0, key, 0);
+	return large_alloc(n, 0, key, 0);
 }
 
 static inline void *raw_calloc(size_t nmemb, size_t size, int key)
@@ -104,7 +129,7 @@ static inline void *raw_calloc(size_t nmemb, size_t size, int key)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return mb_large_alloc(n, 0, key, 1);
+	return large_alloc(n, 0, key, 1);
 }
 
 static inline void *raw_memalign(size_t align, size_t n, int key)
@@ -120,7 +145,7 @@ static inline void *raw_memalign(size_t align, size_t n, int key)
 		if (c >= 0)
 			return malloc_small(mb_classes[c].size, key);
 	}
-	return mb_large_alloc(n, align, key, 0);
+	return large_alloc(n, align, key, 0);
 }
 
 /* ---- free ---- */

@@ -150,16 +150,19 @@ void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep)
 	bin->n = keep;
 }
 
-void mb_tcache_flush_all(struct mb_tcache *tc)
+size_t mb_tcache_flush_all(struct mb_tcache *tc)
 {
+	size_t n = 0;
 	mb_heap_lock();
 	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
 			struct mb_tbin *bin = &tc->bin[k][c];
 			flush_locked(bin->e, bin->n);
+			n += bin->n;
 			bin->n = 0;
 		}
 	mb_heap_unlock();
+	return n;
 }
 
 void mb_tcache_maybe_flush_all(struct mb_tcache *tc)

@@ -37,7 +37,7 @@ int mb_tcache_row(struct mb_tcache *tc, int key);
 /* Return the older half of a full bin to the slabs. */
 void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep);
 /* Flush every bin of this thread (before fork, at trim, at exit). */
-void mb_tcache_flush_all(struct mb_tcache *tc);
+size_t mb_tcache_flush_all(struct mb_tcache *tc); /* returns entries flushed */
 /* Every 64 KiB a thread allocates: advance the classification clock and
  * let time-based work (cache flush, purge) happen even in a program whose
  * allocations never leave the fast path. */
