@@ -632,6 +632,19 @@ def write_markdown(path, data):
     Path(path).write_text("\n".join(L) + "\n")
 
 
+def ratio_axis(ax, labels, title):
+    """A log axis of ratios to jemalloc (1x, 2x, 0.5x...) over labelled bars."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(FixedLocator(RATIO_TICKS))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}x"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+
+
 def write_chart(png, json_path, data):
     """Draw the PNG here, or in /usr/bin/python3 if only that has matplotlib.
     Returns True when drawn in this process."""
@@ -655,7 +668,6 @@ def write_chart(png, json_path, data):
         return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     names = [a["name"] for a in data["allocators"]]
     wls = [w for w in data["workloads"]]
@@ -682,14 +694,7 @@ def write_chart(png, json_path, data):
         if field == "wall":
             ax.axhline(TIME_VS_JEMALLOC, color="red", linewidth=0.8, linestyle="--",
                        label=f"target {TIME_VS_JEMALLOC}x")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(FixedLocator(RATIO_TICKS))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}x"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticks(range(len(wls)))
-        ax.set_xticklabels(wls)
-        ax.set_title(title)
-        ax.grid(axis="y", alpha=0.3)
+        ratio_axis(ax, wls, title)
     axes[0].legend(ncol=4, fontsize=8)
 
     ax = axes[2]
@@ -731,15 +736,9 @@ def write_chart(png, json_path, data):
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.axhline(FAST_VS_JEMALLOC, color="red", linewidth=0.8, linestyle="--",
                    label=f"target {FAST_VS_JEMALLOC}x")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(FixedLocator(RATIO_TICKS))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}x"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticks(range(len(FASTPATH_FIELDS)))
-        ax.set_xticklabels([h for _, h, *_ in FASTPATH_FIELDS])
-        ax.set_title("Fast path (fastpath workload): ns/op and 2-thread scaling, "
-                     "ratio to jemalloc (lower is better)")
-        ax.grid(axis="y", alpha=0.3)
+        ratio_axis(ax, [h for _, h, *_ in FASTPATH_FIELDS],
+                   "Fast path (fastpath workload): ns/op and 2-thread scaling, "
+                   "ratio to jemalloc (lower is better)")
         ax.legend(ncol=4, fontsize=8)
     meta = data["meta"]
     fig.suptitle(f"libmbuddy benchmark, {meta['date']}, {meta['cpu']} x{meta['nproc']}"

@@ -313,6 +313,30 @@ static void set_head(struct mb_buddy *b, size_t idx, size_t npages, int type)
 
 /* ---- allocation ---- */
 
+/* Take free block idx of order o off list a and split it down to `order`,
+ * the upper halves going to owner's lists. */
+static long take_block(struct mb_buddy *b, struct mb_free_area *a, uint32_t idx, unsigned order, unsigned o,
+		       int owner)
+{
+	list_del(b, a, idx);
+	b->pages[idx].state = MB_PG_NONE;
+	expand(b, idx, order, o, owner);
+	return idx;
+}
+
+/* A whole pageblock from the global pool for type, split down to `order`;
+ * -1 if the pool is empty. */
+static long take_global(struct mb_buddy *b, unsigned order, int type)
+{
+	long pb = global_pick(b);
+	if (pb < 0)
+		return -1;
+	global_take(b, (size_t)pb, type);
+	size_t idx = (size_t)pb << b->pb_order;
+	expand(b, idx, order, b->pb_order, type);
+	return (long)idx;
+}
+
 /* Retype pageblock pb to `to`, moving its free blocks to to's lists:
  * move_freepages_block() of later kernels. */
 static void take_over_pageblock(struct mb_buddy *b, size_t pb, int to)
@@ -362,21 +386,14 @@ static long rmqueue(struct mb_buddy *b, unsigned order, int type)
 				t = type;
 				a = &b->free_area[type][o];
 			}
-			list_del(b, a, idx);
-			b->pages[idx].state = MB_PG_NONE;
-			expand(b, idx, order, o, t);
 			if (i > 0)
 				b->count.fallbacks[type]++;
-			return idx;
+			return take_block(b, a, idx, order, o, t);
 		}
 		if (i == 0) {
-			long pb = global_pick(b);
-			if (pb >= 0) {
-				global_take(b, (size_t)pb, type);
-				size_t idx = (size_t)pb << b->pb_order;
-				expand(b, idx, order, b->pb_order, type);
-				return (long)idx;
-			}
+			long idx = take_global(b, order, type);
+			if (idx >= 0)
+				return idx;
 		}
 	}
 	return -1;
@@ -420,12 +437,8 @@ static long take_in_home(struct mb_buddy *b, int who, unsigned order, int type)
 		struct mb_free_area *a = &b->free_area[type][o];
 		uint32_t idx = a->head;
 		for (int k = 0; k < HOME_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
-			if ((idx >> b->pb_order) != pb)
-				continue;
-			list_del(b, a, idx);
-			b->pages[idx].state = MB_PG_NONE;
-			expand(b, idx, order, o, type);
-			return idx;
+			if ((idx >> b->pb_order) == pb)
+				return take_block(b, a, idx, order, o, type);
 		}
 	}
 	return -1;
@@ -447,22 +460,12 @@ static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
 		struct mb_free_area *a = &b->free_area[type][o];
 		uint32_t idx = a->head;
 		for (int k = 0; k < HOME_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
-			if (others_home(b, idx >> b->pb_order, who))
-				continue;
-			list_del(b, a, idx);
-			b->pages[idx].state = MB_PG_NONE;
-			expand(b, idx, order, o, type);
-			return idx;
+			if (!others_home(b, idx >> b->pb_order, who))
+				return take_block(b, a, idx, order, o, type);
 		}
 	}
-	long pb = global_pick(b);
-	if (pb >= 0) {
-		global_take(b, (size_t)pb, type);
-		size_t idx = (size_t)pb << b->pb_order;
-		expand(b, idx, order, b->pb_order, type);
-		return (long)idx;
-	}
-	return rmqueue(b, order, type);
+	long idx = take_global(b, order, type);
+	return idx >= 0 ? idx : rmqueue(b, order, type);
 }
 
 long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
