@@ -58,19 +58,44 @@ void mb_out_fmt(struct mb_out *o, const char *fmt, ...)
 	mb_out_str(o, tmp);
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0. */
+static int utf8_len(const unsigned char *s)
+{
+	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+/* A JSON string: program and library names are bytes, not text, so a
+ * byte that does not start valid UTF-8 becomes U+FFFD. */
 void mb_out_json_str(struct mb_out *o, const char *s)
 {
 	mb_out_str(o, "\"");
-	for (; *s; s++) {
+	while (*s) {
 		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
+		if (c == '"' || c == '\\') {
 			mb_out_fmt(o, "\\%c", c);
-		else if (c < 0x20)
+		} else if (c < 0x20) {
 			mb_out_fmt(o, "\\u%04x", c);
-		else {
+		} else if (c < 0x80) {
 			char ch[2] = { (char)c, 0 };
 			mb_out_str(o, ch);
+		} else {
+			int n = utf8_len((const unsigned char *)s);
+			if (n == 0) {
+				mb_out_str(o, "\\ufffd");
+				n = 1;
+			} else {
+				char seq[5] = { 0 };
+				memcpy(seq, s, (size_t)n);
+				mb_out_str(o, seq);
+			}
+			s += n;
+			continue;
 		}
+		s++;
 	}
 	mb_out_str(o, "\"");
 }
