@@ -166,6 +166,18 @@ static size_t scan_range(const unsigned char *p, uint8_t tag, size_t lo, size_t 
 	return hi;
 }
 
+/* Fill [lo, hi) (mode 0) or verify it (1 pattern, 2 zero); returns the
+ * first bad offset or SIZE_MAX. */
+static size_t range_op(unsigned char *p, uint8_t tag, size_t lo, size_t hi, int mode)
+{
+	if (mode == 0) {
+		fill_range(p, tag, lo, hi);
+		return SIZE_MAX;
+	}
+	size_t bad = scan_range(p, tag, lo, hi, mode == 2);
+	return bad < hi ? bad : SIZE_MAX;
+}
+
 /* Walk the ranges an object of `len` bytes is filled over, clipped to
  * [0, limit): the whole object when small, else the start of every page
  * and the tail. Returns the first bad offset or SIZE_MAX. */
@@ -174,14 +186,8 @@ static size_t walk(unsigned char *p, uint8_t tag, size_t len, size_t limit, int 
 	/* mode: 0 fill, 1 verify pattern, 2 verify zero */
 	if (limit > len)
 		limit = len;
-	if (len <= FULL_LIMIT) {
-		if (mode == 0) {
-			fill_range(p, tag, 0, limit);
-			return SIZE_MAX;
-		}
-		size_t bad = scan_range(p, tag, 0, limit, mode == 2);
-		return bad < limit ? bad : SIZE_MAX;
-	}
+	if (len <= FULL_LIMIT)
+		return range_op(p, tag, 0, limit, mode);
 	for (size_t o = 0;; o += MB_PAGE_SIZE) {
 		size_t lo = o, hi = o + SAMPLE;
 		int last = 0;
@@ -193,28 +199,15 @@ static size_t walk(unsigned char *p, uint8_t tag, size_t len, size_t limit, int 
 			break;
 		if (hi > limit)
 			hi = limit;
-		if (mode == 0) {
-			fill_range(p, tag, lo, hi);
-		} else {
-			size_t bad = scan_range(p, tag, lo, hi, mode == 2);
-			if (bad < hi)
-				return bad;
-		}
+		size_t bad = range_op(p, tag, lo, hi, mode);
+		if (bad != SIZE_MAX)
+			return bad;
 		if (last)
 			break;
 	}
 	/* The tail, when it does not follow a page start directly. */
 	size_t lo = len - SAMPLE, hi = limit;
-	if (lo < hi) {
-		if (mode == 0) {
-			fill_range(p, tag, lo, hi);
-		} else {
-			size_t bad = scan_range(p, tag, lo, hi, mode == 2);
-			if (bad < hi)
-				return bad;
-		}
-	}
-	return SIZE_MAX;
+	return lo < hi ? range_op(p, tag, lo, hi, mode) : SIZE_MAX;
 }
 
 static void verify_slot(const struct slot *s, size_t limit, const char *when)
