@@ -18,7 +18,6 @@
 
 #define likely mb_likely
 #define unlikely mb_unlikely
-#define pop mb_tcache_pop
 
 /* Slow work is reached by tail calls, so the fast paths need no saved
  * registers and no stack frame. */
@@ -68,9 +67,9 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 		mb_tcache_maybe_flush_all(tc);
 		struct mb_tbin *bin = &tc->bin[key][c];
 		if (bin->n || mb_tcache_refill(tc, key, c))
-			return pop(tc, bin, key, c);
+			return mb_tcache_pop(tc, bin, key, c);
 		if (give_back_cache() && mb_tcache_refill(tc, key, c))
-			return pop(tc, bin, key, c);
+			return mb_tcache_pop(tc, bin, key, c);
 		errno = ENOMEM;
 		return NULL;
 	}
