@@ -3,6 +3,7 @@
 #include "buddy.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -102,6 +103,26 @@ static const char *env(const char *name)
 	return v && *v ? v : NULL;
 }
 
+/* Values used after initialisation are copied here: a program may rewrite
+ * its environment (setenv, clearenv, a process title written over environ)
+ * long before the exit report and the profile are written. Static, since
+ * initialisation runs inside the first malloc. */
+static char stats_value[PATH_MAX], profile_value[PATH_MAX], rules_value[4096];
+
+static const char *env_copy(const char *name, char *buf, size_t len)
+{
+	const char *v = env(name);
+	if (!v)
+		return NULL;
+	size_t n = strlen(v);
+	if (n >= len) {
+		mb_warn("%s is longer than %zu bytes; ignored", name, len - 1);
+		return NULL;
+	}
+	memcpy(buf, v, n + 1);
+	return buf;
+}
+
 void mb_options_init(void)
 {
 	const char *v;
@@ -139,7 +160,7 @@ void mb_options_init(void)
 		else
 			mb_warn("MBUDDY_CLASSIFY=%s is not 'auto' or 'off'; using auto", v);
 	}
-	mb_opt.stats = env("MBUDDY_STATS");
+	mb_opt.stats = env_copy("MBUDDY_STATS", stats_value, sizeof stats_value);
 	if ((v = env("MBUDDY_STATS_FORMAT"))) {
 		if (strcasecmp(v, "text") == 0)
 			mb_opt.stats_format = MB_STATS_TEXT;
@@ -168,6 +189,6 @@ void mb_options_init(void)
 		else
 			mb_warn("MBUDDY_CHECK=%s is not 0 or 1; using 0", v);
 	}
-	mb_opt.rules = env("MBUDDY_RULES");
-	mb_opt.profile = env("MBUDDY_PROFILE");
+	mb_opt.rules = env_copy("MBUDDY_RULES", rules_value, sizeof rules_value);
+	mb_opt.profile = env_copy("MBUDDY_PROFILE", profile_value, sizeof profile_value);
 }

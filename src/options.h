@@ -1,5 +1,6 @@
 /* Every MBUDDY_* environment variable, parsed once at initialisation.
- * Parsing never allocates: it runs inside the first malloc. */
+ * Parsing never allocates: it runs inside the first malloc. String values
+ * are copies, never pointers into the environment. */
 #ifndef MB_OPTIONS_H
 #define MB_OPTIONS_H
 

@@ -5,3 +5,10 @@ tests_unit_test_stats_known_SOURCES = tests/stats/stats_known.c
 tests_unit_test_stats_known_LDADD = libmbcore.la $(LIBUNWIND_LIBS) -lpthread -ldl -lm
 TESTS += tests/stats/stats-known.test tests/stats/stats-env.test
 EXTRA_DIST += tests/stats/stats-known.test tests/stats/stats-env.test
+
+# A program that rewrites its environment before exit (option strings are copies).
+check_PROGRAMS += tests/stats/rewrite_env
+tests_stats_rewrite_env_SOURCES = tests/stats/rewrite_env.c
+tests_stats_rewrite_env_CFLAGS = $(AM_CFLAGS) -fno-builtin
+TESTS += tests/stats/env-rewrite.test
+EXTRA_DIST += tests/stats/env-rewrite.test
