@@ -383,6 +383,17 @@ static void verify(const void *p, const char *func)
 		mb_fatal_pointer(func, "heap overflow detected (canary after the object overwritten)", p);
 }
 
+/* Whether new objects get canaries. MBUDDY_CHECK is parsed when the heap is
+ * set up, and the first allocation of the process may come before that
+ * (from a library constructor): the heap is set up first, so that object
+ * is armed too, since free will verify it. */
+static inline int canaries_on(void)
+{
+	if (unlikely(__atomic_load_n(&mb_heap_state, __ATOMIC_ACQUIRE) != 2))
+		mb_heap_ensure(); /* on failure the allocation fails as well */
+	return mb_canaries;
+}
+
 static int grow(size_t n, size_t *out)
 {
 	if (n > SIZE_MAX - CANARY) {
@@ -395,7 +406,7 @@ static int grow(size_t n, size_t *out)
 
 void *mb_malloc(size_t n, int key)
 {
-	if (__builtin_expect(!mb_canaries, 1))
+	if (likely(!canaries_on()))
 		return raw_malloc(n, key);
 	size_t m;
 	return grow(n, &m) ? NULL : arm(raw_malloc(m, key), "malloc");
@@ -403,7 +414,7 @@ void *mb_malloc(size_t n, int key)
 
 void *mb_calloc(size_t nmemb, size_t size, int key)
 {
-	if (__builtin_expect(!mb_canaries, 1))
+	if (likely(!canaries_on()))
 		return raw_calloc(nmemb, size, key);
 	size_t n, m;
 	if (__builtin_mul_overflow(nmemb, size, &n) || grow(n, &m)) {
@@ -415,7 +426,7 @@ void *mb_calloc(size_t nmemb, size_t size, int key)
 
 void *mb_memalign(size_t align, size_t n, int key)
 {
-	if (__builtin_expect(!mb_canaries, 1))
+	if (likely(!canaries_on()))
 		return raw_memalign(align, n, key);
 	size_t m;
 	return grow(n, &m) ? NULL : arm(raw_memalign(align, m, key), "memalign");
@@ -436,7 +447,7 @@ size_t mb_usable_size(const void *p, const char *func)
 
 void *mb_realloc(void *p, size_t n, int key, const char *func)
 {
-	if (__builtin_expect(!mb_canaries, 1))
+	if (likely(!canaries_on()))
 		return raw_realloc(p, n, key, func);
 	if (p)
 		verify(p, func);
