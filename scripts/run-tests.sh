@@ -33,8 +33,8 @@ step "unit tests under ASan+UBSan (clang)"
 mkdir -p "$work/asan" && cd "$work/asan"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 if "$top/configure" -q CC=clang CXX=clang++ CFLAGS="-O1 -g $san" LDFLAGS="$san" >/dev/null &&
-   make -j"$jobs" tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta >make.log 2>&1; then
-	for t in tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta; do
+   make -j"$jobs" tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out >make.log 2>&1; then
+	for t in tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out; do
 		if MB_RANDOM_OPS=1000000 ./$t >"$work/asan.$(basename $t).log" 2>&1; then
 			echo "PASS: asan $t"; echo "PASS: asan $t" >>"$work/asan-results"
 		else
@@ -47,7 +47,7 @@ fi
 
 step "make distcheck"
 cd "$work/build"
-if make -j"$jobs" distcheck TESTS="tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta" MB_RANDOM_OPS=200000 >distcheck.log 2>&1; then
+if make -j"$jobs" distcheck TESTS="tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out" MB_RANDOM_OPS=200000 >distcheck.log 2>&1; then
 	echo "PASS: distcheck"; echo "PASS: distcheck" >>"$work/asan-results"
 else
 	tail -n 40 distcheck.log; echo "FAIL: distcheck" >>"$work/asan-results"

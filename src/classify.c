@@ -5,6 +5,7 @@
 #include "profile.h"
 #include "region.h"
 #include "slab.h"
+#include "out.h"
 #include "stats.h"
 
 #define UNW_LOCAL_ONLY

@@ -2,7 +2,7 @@
 #include "profile.h"
 #include "options.h"
 #include "region.h"
-#include "stats.h"
+#include "out.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -207,10 +207,8 @@ int mb_profile_save_begin(const char *path)
 {
 	snprintf(save_path, sizeof save_path, "%s", path);
 	snprintf(save_tmp, sizeof save_tmp, "%s.tmp.%d", path, (int)getpid());
-	save_out.fd = open(save_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	save_out.failed = save_out.fd < 0;
-	save_out.n = 0;
-	if (save_out.failed) {
+	mb_out_init(&save_out, open(save_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+	if (save_out.fd < 0) {
 		mb_warn("cannot write the profile %s: %s", save_tmp, strerror(errno));
 		return -1;
 	}

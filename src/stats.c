@@ -8,97 +8,25 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+/* How a report begins, so that an earlier one can be recognised and
+ * replaced (and nothing else): the text's first words, the JSON's first
+ * key and one key that follows the program name. */
+#define REPORT_TEXT_HEAD "libmbuddy statistics: pid "
+#define REPORT_JSON_HEAD "{\"pid\":"
+#define REPORT_JSON_MARK ",\"pageblock_order\":"
+
 volatile int mb_stats_requested;
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static int dump_error_reported;
 static int exit_dumped;
-
-/* ---- writer ---- */
-
-int mb_out_flush(struct mb_out *o)
-{
-	size_t off = 0;
-	while (off < o->n && !o->failed) {
-		ssize_t w = write(o->fd, o->buf + off, o->n - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			o->failed = 1;
-		else
-			off += (size_t)w;
-	}
-	o->n = 0;
-	return o->failed ? -1 : 0;
-}
-
-void mb_out_str(struct mb_out *o, const char *s)
-{
-	while (*s) {
-		if (o->n == sizeof o->buf)
-			mb_out_flush(o);
-		o->buf[o->n++] = *s++;
-	}
-}
-
-void mb_out_fmt(struct mb_out *o, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	mb_out_str(o, tmp);
-}
-
-/* Length of the valid UTF-8 sequence at s (1-4), or 0. */
-static int utf8_len(const unsigned char *s)
-{
-	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-	for (int i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	return n;
-}
-
-/* A JSON string: program and library names are bytes, not text, so a
- * byte that does not start valid UTF-8 becomes U+FFFD. */
-void mb_out_json_str(struct mb_out *o, const char *s)
-{
-	mb_out_str(o, "\"");
-	while (*s) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
-			mb_out_fmt(o, "\\%c", c);
-		} else if (c < 0x20) {
-			mb_out_fmt(o, "\\u%04x", c);
-		} else if (c < 0x80) {
-			char ch[2] = { (char)c, 0 };
-			mb_out_str(o, ch);
-		} else {
-			int n = utf8_len((const unsigned char *)s);
-			if (n == 0) {
-				mb_out_str(o, "\\ufffd");
-				n = 1;
-			} else {
-				char seq[5] = { 0 };
-				memcpy(seq, s, (size_t)n);
-				mb_out_str(o, seq);
-			}
-			s += n;
-			continue;
-		}
-		s++;
-	}
-	mb_out_str(o, "\"");
-}
 
 /* ---- snapshot ---- */
 
@@ -240,7 +168,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
 	mb_stats_free_blocks(s, nr);
 
-	mb_out_fmt(o, "libmbuddy statistics: pid %d (%s)\n", (int)getpid(), prog);
+	mb_out_fmt(o, REPORT_TEXT_HEAD "%d (%s)\n", (int)getpid(), prog);
 	mb_out_fmt(o, "Heap of %.1f MiB in %zu pageblocks of %zu KiB (MAX_ORDER %u), classification %s\n\n",
 		   (double)s->region_bytes / (1 << 20), s->nblocks, s->pb_bytes >> 10, s->max_order,
 		   mb_opt.classify ? "auto" : "off");
@@ -346,9 +274,9 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
 	mb_stats_free_blocks(s, nr);
 
-	mb_out_fmt(o, "{\"pid\":%d,\"program\":", (int)getpid());
+	mb_out_fmt(o, REPORT_JSON_HEAD "%d,\"program\":", (int)getpid());
 	mb_out_json_str(o, prog);
-	mb_out_fmt(o, ",\"max_order\":%u,\"pageblock_order\":%u,\"page_bytes\":%zu,\"pageblock_bytes\":%zu,"
+	mb_out_fmt(o, ",\"max_order\":%u" REPORT_JSON_MARK "%u,\"page_bytes\":%zu,\"pageblock_bytes\":%zu,"
 		      "\"pageblocks_total\":%zu,\"classify\":\"%s\",",
 		   s->max_order, s->pb_order, MB_PAGE_SIZE, s->pb_bytes, s->nblocks, mb_opt.classify ? "auto" : "off");
 
@@ -409,29 +337,32 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 		mb_os_unreserve(pbs, map_bytes);
 }
 
-int mb_stats_write(int fd, int format)
+/* Under dump_lock. */
+static int write_report(int fd, int format)
 {
-	if (mb_heap_ensure() != 0)
-		return -1;
-	static struct mb_out out; /* under dump_lock: 8 KiB kept off the stack */
+	static struct mb_out out; /* 8 KiB kept off the stack */
 	static struct mb_snapshot snap;
-	pthread_mutex_lock(&dump_lock);
-	out.fd = fd;
-	out.failed = 0;
-	out.n = 0;
+	mb_out_init(&out, fd);
 	mb_stats_snapshot(&snap);
 	if (format == MB_STATS_JSON)
 		write_json(&out, &snap);
 	else
 		write_text(&out, &snap);
-	int rc = mb_out_flush(&out);
+	return mb_out_flush(&out);
+}
+
+int mb_stats_write(int fd, int format)
+{
+	if (mb_heap_ensure() != 0)
+		return -1;
+	pthread_mutex_lock(&dump_lock);
+	int rc = write_report(fd, format);
 	pthread_mutex_unlock(&dump_lock);
 	return rc;
 }
 
 /* ---- where and when to dump ---- */
 
-/* MBUDDY_STATS as a path, with every %p replaced by the pid. */
 /* A copy of stderr taken at start-up: programs such as coreutils close
  * descriptor 2 before the exit dump runs. */
 static int stderr_copy = -1;
@@ -441,13 +372,16 @@ static int to_stderr(void)
 	return strcmp(mb_opt.stats, "1") == 0 || strcmp(mb_opt.stats, "stderr") == 0;
 }
 
-static int open_target(char *path, size_t len)
+/* MBUDDY_STATS as a path, with every %p replaced by the pid; -1 if that
+ * does not fit (a shortened path would name another file). */
+static int expand_path(char *path, size_t len)
 {
-	const char *v = mb_opt.stats;
-	if (to_stderr())
-		return stderr_copy >= 0 ? stderr_copy : STDERR_FILENO;
 	size_t n = 0;
-	for (const char *p = v; *p && n + 24 < len; p++) {
+	for (const char *p = mb_opt.stats; *p; p++) {
+		if (n + 24 >= len) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
 		if (p[0] == '%' && p[1] == 'p') {
 			n += (size_t)snprintf(path + n, len - n, "%d", (int)getpid());
 			p++;
@@ -456,21 +390,75 @@ static int open_target(char *path, size_t len)
 		}
 	}
 	path[n] = 0;
-	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	return 0;
+}
+
+/* Whether fd holds a report of ours, text or JSON, by its first bytes. */
+static int is_report(int fd, const char **why)
+{
+	char head[512];
+	ssize_t n = pread(fd, head, sizeof head - 1, 0);
+	head[n > 0 ? n : 0] = 0;
+	if (strncmp(head, REPORT_TEXT_HEAD, strlen(REPORT_TEXT_HEAD)) == 0 ||
+	    (strncmp(head, REPORT_JSON_HEAD, strlen(REPORT_JSON_HEAD)) == 0 && strstr(head, REPORT_JSON_MARK)))
+		return 1;
+	*why = "is not a libmbuddy report";
+	return 0;
+}
+
+/* The report goes to a new file at path, or replaces an earlier report
+ * (through a temporary file renamed over it). Anything else at path is
+ * refused, with *why saying why. Under dump_lock. */
+static int write_file(const char *path, const char **why)
+{
+	static struct mb_file f;
+	*why = NULL;
+	if (mb_file_create(&f, path) < 0) {
+		if (errno != EEXIST)
+			return -1;
+		struct stat st;
+		int fd = mb_file_open_regular(path, 0, &st, why);
+		if (fd < 0)
+			return -1;
+		int replace = mb_file_may_replace(&st, why) && is_report(fd, why);
+		close(fd);
+		if (!replace || mb_file_replace(&f, path, &st, 0600) < 0)
+			return -1;
+	}
+	if (write_report(f.fd, mb_opt.stats_format) != 0) {
+		mb_file_abandon(&f);
+		return -1;
+	}
+	return mb_file_commit(&f, why);
 }
 
 static void dump_now(void)
 {
-	char path[4096];
-	int saved = errno;
-	int fd = open_target(path, sizeof path);
-	int rc = fd < 0 ? -1 : mb_stats_write(fd, mb_opt.stats_format);
+	static char path[PATH_MAX]; /* under dump_lock */
+	const char *why = NULL;
+	int saved = errno, rc;
+	if (mb_heap_ensure() != 0)
+		return;
+	pthread_mutex_lock(&dump_lock);
+	if (to_stderr()) {
+		rc = write_report(stderr_copy >= 0 ? stderr_copy : STDERR_FILENO, mb_opt.stats_format);
+		snprintf(path, sizeof path, "stderr");
+	} else {
+		rc = expand_path(path, sizeof path);
+		if (rc == 0)
+			rc = write_file(path, &why);
+		else
+			snprintf(path, sizeof path, "%s", mb_opt.stats);
+	}
 	if (rc != 0 && !dump_error_reported) {
 		dump_error_reported = 1;
-		mb_warn("cannot write statistics to %s: %s", to_stderr() ? "stderr" : path, strerror(errno));
+		if (why)
+			mb_warn("cannot write statistics to %s: it %s (a report is only written to a new file "
+				"or over an earlier report)", path, why);
+		else
+			mb_warn("cannot write statistics to %s: %s", path, strerror(errno));
 	}
-	if (fd > STDERR_FILENO && fd != stderr_copy)
-		close(fd);
+	pthread_mutex_unlock(&dump_lock);
 	errno = saved;
 }
 

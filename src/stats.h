@@ -10,20 +10,7 @@
 
 #include "buddy.h"
 #include "heap.h"
-
-/* A buffered writer on a file descriptor. */
-struct mb_out {
-	int fd;
-	int failed;
-	size_t n;
-	char buf[8192];
-};
-
-void mb_out_str(struct mb_out *o, const char *s);
-void mb_out_fmt(struct mb_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A JSON string literal, escaped. */
-void mb_out_json_str(struct mb_out *o, const char *s);
-int mb_out_flush(struct mb_out *o);
+#include "out.h"
 
 struct mb_snapshot {
 	unsigned max_order, pb_order;

@@ -10,5 +10,5 @@ EXTRA_DIST += tests/stats/stats-known.test tests/stats/stats-env.test
 check_PROGRAMS += tests/stats/rewrite_env
 tests_stats_rewrite_env_SOURCES = tests/stats/rewrite_env.c
 tests_stats_rewrite_env_CFLAGS = $(AM_CFLAGS) -fno-builtin
-TESTS += tests/stats/env-rewrite.test
-EXTRA_DIST += tests/stats/env-rewrite.test
+TESTS += tests/stats/env-rewrite.test tests/stats/stats-files.test
+EXTRA_DIST += tests/stats/env-rewrite.test tests/stats/stats-files.test

@@ -2,8 +2,8 @@
 unit_ldadd = libmbcore.la
 unit_cflags = $(AM_CFLAGS) -DMB_TEST_CHECKS=1
 
-check_PROGRAMS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta
-TESTS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta
+check_PROGRAMS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out
+TESTS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out
 
 tests_unit_test_buddy_SOURCES = tests/unit/test_buddy.c tests/unit/testutil.h
 tests_unit_test_buddy_LDADD = $(unit_ldadd)
@@ -14,3 +14,6 @@ tests_unit_test_buddy_random_CFLAGS = $(unit_cflags)
 tests_unit_test_meta_SOURCES = tests/unit/test_meta.c tests/unit/testutil.h
 tests_unit_test_meta_LDADD = $(unit_ldadd)
 tests_unit_test_meta_CFLAGS = $(unit_cflags)
+tests_unit_test_out_SOURCES = tests/unit/test_out.c tests/unit/testutil.h
+tests_unit_test_out_LDADD = $(unit_ldadd)
+tests_unit_test_out_CFLAGS = $(unit_cflags)
