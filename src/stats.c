@@ -364,8 +364,30 @@ int mb_stats_write(int fd, int format)
 /* ---- where and when to dump ---- */
 
 /* A copy of stderr taken at start-up: programs such as coreutils close
- * descriptor 2 before the exit dump runs. */
+ * descriptor 2 before the exit dump runs. A program may also close the
+ * copy and reuse its number for a file of its own, so the report is only
+ * written to a descriptor that still is the stderr seen at start. */
+#define STDERR_COPY_MIN 100 /* above the descriptors programs use first */
 static int stderr_copy = -1;
+static struct stat stderr_at_start;
+static int stderr_known;
+
+static int is_stderr_at_start(int fd)
+{
+	struct stat st;
+	return stderr_known && fstat(fd, &st) == 0 && st.st_dev == stderr_at_start.st_dev &&
+	       st.st_ino == stderr_at_start.st_ino &&
+	       (st.st_mode & S_IFMT) == (stderr_at_start.st_mode & S_IFMT);
+}
+
+/* Where a report to stderr goes: the copy, else descriptor 2, whichever
+ * still is the stderr of the start; -1 if neither is. */
+static int stderr_target(void)
+{
+	if (stderr_copy >= 0 && is_stderr_at_start(stderr_copy))
+		return stderr_copy;
+	return is_stderr_at_start(STDERR_FILENO) ? STDERR_FILENO : -1;
+}
 
 static int to_stderr(void)
 {
@@ -441,7 +463,9 @@ static void dump_now(void)
 		return;
 	pthread_mutex_lock(&dump_lock);
 	if (to_stderr()) {
-		rc = write_report(stderr_copy >= 0 ? stderr_copy : STDERR_FILENO, mb_opt.stats_format);
+		int fd = stderr_target();
+		/* No stderr left: nowhere to write the report, nor to warn. */
+		rc = fd < 0 ? 0 : write_report(fd, mb_opt.stats_format);
 		snprintf(path, sizeof path, "stderr");
 	} else {
 		rc = expand_path(path, sizeof path);
@@ -497,8 +521,10 @@ void mb_stats_poll(void)
 
 void mb_stats_init(void)
 {
-	if (mb_opt.stats && to_stderr())
-		stderr_copy = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
+	if (mb_opt.stats && to_stderr() && fstat(STDERR_FILENO, &stderr_at_start) == 0) {
+		stderr_known = 1;
+		stderr_copy = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, STDERR_COPY_MIN);
+	}
 	if (mb_opt.stats_signal) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);

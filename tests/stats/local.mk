@@ -12,3 +12,10 @@ tests_stats_rewrite_env_SOURCES = tests/stats/rewrite_env.c
 tests_stats_rewrite_env_CFLAGS = $(AM_CFLAGS) -fno-builtin
 TESTS += tests/stats/env-rewrite.test tests/stats/stats-files.test
 EXTRA_DIST += tests/stats/env-rewrite.test tests/stats/stats-files.test
+
+# A program that closes its descriptors and reuses the number of the copy
+# of stderr.
+check_PROGRAMS += tests/stats/reuse_fds
+tests_stats_reuse_fds_SOURCES = tests/stats/reuse_fds.c
+TESTS += tests/stats/stderr-reuse.test
+EXTRA_DIST += tests/stats/stderr-reuse.test
