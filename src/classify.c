@@ -652,10 +652,12 @@ void mb_classify_lock(void)
 	while (atomic_load(&unwinders))
 		sched_yield();
 	pthread_mutex_lock(&site_lock);
+	mb_profile_lock();
 }
 
 void mb_classify_unlock(void)
 {
+	mb_profile_unlock();
 	pthread_mutex_unlock(&site_lock);
 	atomic_store(&fork_gate, 0);
 }
@@ -665,6 +667,7 @@ void mb_classify_after_fork_child(void)
 	atomic_store(&unwinders, 0);
 	atomic_store(&fork_gate, 0);
 	mb_mutex_init_recursive(&site_lock);
+	mb_profile_after_fork_child();
 }
 
 /* Code was unmapped: a return address may now belong to other code, so
@@ -673,6 +676,7 @@ void mb_classify_code_unmapped(void)
 {
 	if (!ready)
 		return;
+	mb_profile_forget_modules();
 	pthread_mutex_lock(&site_lock);
 	for (struct site *t = sites; t; t = t == sites ? deep_sites : NULL) {
 		for (uint32_t i = 0; i < SITE_CAP; i++) {

@@ -14,14 +14,22 @@ struct mb_profile_entry {
 	uint64_t mean_lifetime; /* of freed samples, in bytes allocated */
 };
 
-/* Read MBUDDY_PROFILE if it exists; problems are reported once and the
- * file ignored. Called at initialisation, no lock held. */
+/* Read MBUDDY_PROFILE if it is a regular file (never blocks on a FIFO);
+ * problems are reported once and the file ignored. At most 16384 sites
+ * are kept, and a file above 8 MiB is not read. Called at
+ * initialisation, no lock held. */
 void mb_profile_load(const char *path);
-int mb_profile_loaded(void);
 
 /* The ASLR-proof key of a code address (module basename + offset), or 0.
- * Calls dladdr, so never with an allocator lock held. */
+ * Calls dladdr, so never with an allocator lock held. A module's identity
+ * (it takes a stat) is computed once per load address. */
 uint64_t mb_profile_pc_key(const void *pc);
+/* Code was unmapped: module identities are computed again. */
+void mb_profile_forget_modules(void);
+/* The lock of the module identities, for fork. */
+void mb_profile_lock(void);
+void mb_profile_unlock(void);
+void mb_profile_after_fork_child(void);
 /* A deeper site's key from its wrapper's and its callers' keys. */
 uint64_t mb_profile_deep_key(uint64_t parent, uint64_t f1, uint64_t f2);
 

@@ -2,8 +2,10 @@
 unit_ldadd = libmbcore.la
 unit_cflags = $(AM_CFLAGS) -DMB_TEST_CHECKS=1
 
-check_PROGRAMS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out
-TESTS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out
+check_PROGRAMS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out \
+	tests/unit/test_profile_key
+TESTS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out \
+	tests/unit/test_profile_key
 
 tests_unit_test_buddy_SOURCES = tests/unit/test_buddy.c tests/unit/testutil.h
 tests_unit_test_buddy_LDADD = $(unit_ldadd)
@@ -17,3 +19,6 @@ tests_unit_test_meta_CFLAGS = $(unit_cflags)
 tests_unit_test_out_SOURCES = tests/unit/test_out.c tests/unit/testutil.h
 tests_unit_test_out_LDADD = $(unit_ldadd)
 tests_unit_test_out_CFLAGS = $(unit_cflags)
+tests_unit_test_profile_key_SOURCES = tests/unit/test_profile_key.c tests/unit/testutil.h
+tests_unit_test_profile_key_LDADD = $(unit_ldadd) $(LIBUNWIND_LIBS) -ldl
+tests_unit_test_profile_key_CFLAGS = $(unit_cflags)
