@@ -202,21 +202,22 @@ def allocators(lib):
 
 # ---------------------------------------------------------------- building
 
-def build(build_dir, cc="cc", verbose=True):
-    """Compile every workloads/*.c, and the measure launcher, into build_dir
-    (only when out of date)."""
+def build(build_dir, cc="cc", verbose=True, only=None):
+    """Compile every workloads/*.c (or those named in `only`), and the
+    measure launcher, into build_dir (only when out of date)."""
     build_dir.mkdir(parents=True, exist_ok=True)
-    header = WORKLOAD_SRC / "common.h"
+    headers = sorted(WORKLOAD_SRC.glob("*.h"))
     # -rdynamic: the call-site functions get names dladdr() can see, so
     # MBUDDY_RULES can refer to them.
-    jobs = [(src, [header], ["-rdynamic"]) for src in sorted(WORKLOAD_SRC.glob("*.c"))]
+    jobs = [(src, headers, ["-rdynamic"]) for src in sorted(WORKLOAD_SRC.glob("*.c"))
+            if only is None or src.stem in only]
     jobs.append((HERE / "measure.c", [], ["-static"]))
     for src, deps, extra in jobs:
         out = build_dir / src.stem
         newest = max(f.stat().st_mtime for f in [src, *deps])
         if out.exists() and out.stat().st_mtime >= newest:
             continue
-        cmd = [cc, "-O2", "-Wall", "-Wextra", "-pthread", *extra, "-o", str(out), str(src)]
+        cmd = [cc, "-O2", "-Wall", "-Wextra", "-pthread", *extra, "-o", str(out), str(src), "-lm"]
         if verbose:
             print("  " + " ".join(cmd), file=sys.stderr)
         if subprocess.run(cmd).returncode == 0:
@@ -257,15 +258,15 @@ def parse_result(stdout):
     return None
 
 
-def run_once(argv, env, ctx, timeout):
-    """Run argv through the measure launcher (see measure.c for why) and
-    return its figures and output. The launcher gets its own session so a
-    timeout kills the whole process group."""
-    report = ctx["scratch"] / "measure.txt"
+def launch(measure, report, argv, env, cwd, timeout):
+    """Run argv through the measure launcher (see measure.c for why), which
+    writes its figures to `report`; return them with the output. The
+    launcher gets its own session so a timeout kills the whole process
+    group."""
     report.unlink(missing_ok=True)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([str(ctx["bin"] / "measure"), str(report), *argv], env=env,
-                                cwd=ctx["scratch"], stdout=out, stderr=err,
+        proc = subprocess.Popen([str(measure), str(report), *argv], env=env,
+                                cwd=cwd, stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         timed_out = False
         try:
@@ -290,6 +291,11 @@ def run_once(argv, env, ctx, timeout):
     else:
         r.update(wall=None, cpu=None, maxrss_kib=None)
     return r
+
+
+def run_once(argv, env, ctx, timeout):
+    return launch(ctx["bin"] / "measure", ctx["scratch"] / "measure.txt", argv, env,
+                  ctx["scratch"], timeout)
 
 
 def measure(wl, alloc, ctx, timeout):
