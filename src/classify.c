@@ -19,8 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-uint64_t mb_alloc_clock;
-
 /* ---- sites ---- */
 
 #define MAX_DEEP 8
@@ -476,7 +474,7 @@ static uint64_t old_threshold(const struct site *s, uint64_t t_old)
 
 static void age_scan_locked(void)
 {
-	uint64_t now = __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED), t_short, t_old;
+	uint64_t now = mb_alloc_clock_now(), t_short, t_old;
 	thresholds(&t_short, &t_old);
 	for (uint32_t b = 0; b < SAMPLE_BUCKETS; b++) {
 		for (uint32_t i = buckets[b]; i != UINT32_MAX; i = samples[i].next) {
@@ -549,7 +547,7 @@ void mb_classify_sampled(void *p, size_t n)
 			e->addr = (uintptr_t)p;
 			e->site = s;
 			e->deep = d;
-			e->born = __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED);
+			e->born = mb_alloc_clock_now();
 			e->counted_old = 0;
 			uint32_t b = bucket_of(e->addr);
 			e->next = buckets[b];
@@ -583,7 +581,7 @@ void mb_classify_freed(const void *p)
 {
 	if (!ready)
 		return;
-	uint64_t now = __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED), t_short, t_old;
+	uint64_t now = mb_alloc_clock_now(), t_short, t_old;
 	pthread_mutex_lock(&site_lock);
 	thresholds(&t_short, &t_old);
 	uint32_t b = bucket_of((uintptr_t)p), *link = &buckets[b];

@@ -66,9 +66,6 @@ static inline uint32_t mb_site_hash(uintptr_t k)
 /* mb_type_hint (thread.h): -1, or the type the thread asked for with
  * mbuddy_set_thread_type(). */
 
-/* The allocator's clock: bytes handed out so far (approximately). */
-extern uint64_t mb_alloc_clock;
-
 /* Type (and MB_CLASSIFY_SAMPLE) for an allocation of n bytes whose
  * caller returns to ra: the general case. Never called with an allocator
  * lock held. */

@@ -19,6 +19,7 @@
 struct mb_heap mb_heap = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP };
 volatile int mb_heap_state;
 static __thread int init_owner MB_TLS;
+uint64_t mb_alloc_clock;
 
 
 uint64_t mb_now_ms(void)
@@ -197,7 +198,7 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 	mb_heap.counts.mallocs[type]++;
 	mb_heap.counts.alloc_bytes += npages << MB_PAGE_SHIFT;
 	mb_heap.counts.live_requested += (int64_t)bytes;
-	__atomic_fetch_add(&mb_alloc_clock, npages << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
+	mb_alloc_clock_advance(npages << MB_PAGE_SHIFT);
 	if (zero && zeroed)
 		mb_heap.calloc_zero_skips++;
 	mb_purge_maybe_locked();

@@ -76,6 +76,21 @@ static inline void mb_heap_unlock(void) { pthread_mutex_unlock(&mb_heap.lock); }
 /* Milliseconds on a coarse monotonic clock. */
 uint64_t mb_now_ms(void);
 
+/* The allocation clock: bytes handed out so far. Approximate: a thread adds
+ * its own allocations in steps (tcache.h), large objects add theirs at once.
+ * Classification measures object lifetimes on it. */
+extern uint64_t mb_alloc_clock;
+
+static inline void mb_alloc_clock_advance(uint64_t bytes)
+{
+	__atomic_fetch_add(&mb_alloc_clock, bytes, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t mb_alloc_clock_now(void)
+{
+	return __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED);
+}
+
 /* With the lock held: release pageblocks idle for longer than the decay
  * time (all dirty ones when force is set). */
 void mb_purge_locked(int force);

@@ -179,7 +179,7 @@ void mb_tcache_maybe_flush_all(struct mb_tcache *tc)
 
 void mb_tcache_tick(struct mb_tcache *tc)
 {
-	__atomic_fetch_add(&mb_alloc_clock, tc->counts.alloc_bytes - tc->clock_sent, __ATOMIC_RELAXED);
+	mb_alloc_clock_advance(tc->counts.alloc_bytes - tc->clock_sent);
 	tc->clock_sent = tc->counts.alloc_bytes;
 	tc->next_tick = tc->counts.alloc_bytes + 65536;
 	mb_stats_poll();
