@@ -1,6 +1,6 @@
 /* The process-wide heap: one typed buddy over the reserved region, the
- * central slab lists, the lock that serialises them, and the policy that
- * returns idle memory to the kernel. */
+ * lock that serialises it and every structure built on it, and the policy
+ * that returns idle memory to the kernel. */
 #ifndef MB_HEAP_H
 #define MB_HEAP_H
 
@@ -22,18 +22,6 @@ enum mb_page_kind {
 /* mb_page.user16 of a large object's first page */
 #define MB_LARGE_SAMPLED 0x1 /* a classification sample */
 
-struct mb_slab;
-
-/* Slabs of one (slab key, class) with free objects, by how full they are:
- * allocation takes from the fullest, so survivors gather in few slabs and
- * the emptiest ones drain and go back to the buddy. */
-#define MB_FULLNESS_BUCKETS 4
-struct mb_central {
-	struct mb_slab *head[MB_FULLNESS_BUCKETS], *tail[MB_FULLNESS_BUCKETS];
-	uint64_t nslabs;   /* slabs of this (key, class), full or not */
-	uint64_t nlisted;
-};
-
 /* Counters kept per thread and folded into the heap's on thread exit. Live
  * bytes are alloc_bytes - freed_bytes, so each fast path adds to one. */
 struct mb_counts {
@@ -48,7 +36,6 @@ struct mb_heap {
 	pthread_mutex_t lock;
 	struct mb_buddy buddy;
 	size_t region_bytes;
-	struct mb_central central[MB_NKEYS][MB_NCLASSES];
 	struct mb_counts counts;     /* folded from exited threads and slow paths */
 	uint64_t slab_pages;         /* pages held by slabs */
 	uint64_t large_objects;

@@ -7,6 +7,18 @@
 _Static_assert(MB_NKEYS <= MB_BUDDY_HOMES, "every slab key needs a buddy home");
 _Static_assert(MB_NKEYS < MB_META_GROUPS, "every slab key needs a metadata group");
 
+/* Slabs of one (slab key, class) with free objects, by how full they are:
+ * allocation takes from the fullest, so survivors gather in few slabs and
+ * the emptiest ones drain and go back to the buddy. Under the heap lock. */
+#define MB_FULLNESS_BUCKETS 4
+struct mb_central {
+	struct mb_slab *head[MB_FULLNESS_BUCKETS], *tail[MB_FULLNESS_BUCKETS];
+	uint64_t nslabs;   /* slabs of this (key, class), full or not */
+	uint64_t nlisted;
+};
+
+static struct mb_central central[MB_NKEYS][MB_NCLASSES];
+
 /* The bucket a slab with free objects belongs in: its used quarter. */
 static unsigned fullness(const struct mb_slab *s)
 {
@@ -107,7 +119,7 @@ static struct mb_slab *slab_create_locked(int key, unsigned c)
 		m->user32 = (uint32_t)key;
 		m->kind = MB_KIND_SLAB;
 	}
-	mb_heap.central[key][c].nslabs++;
+	central[key][c].nslabs++;
 	mb_heap.slab_pages += ci->slab_pages;
 	return s;
 }
@@ -124,7 +136,7 @@ static void slab_destroy_locked(struct mb_slab *s)
 		b->pages[i].user.ptr = NULL;
 	}
 	mb_buddy_free(b, idx);
-	mb_heap.central[s->key][s->sclass].nslabs--;
+	central[s->key][s->sclass].nslabs--;
 	mb_heap.slab_pages -= ci->slab_pages;
 	mb_meta_free(s, sizeof(*s) + ci->nobj + 1);
 }
@@ -138,7 +150,7 @@ size_t mb_slab_purge_locked(void)
 			const struct mb_class_info *ci = &mb_classes[c];
 			if (ci->slab_pages < 2)
 				continue; /* a one-page slab with a free page is destroyed */
-			struct mb_central *ce = &mb_heap.central[k][c];
+			struct mb_central *ce = &central[k][c];
 			for (struct mb_slab *s = ce->head[0]; s; s = s->next) {
 				size_t first = mb_buddy_page_index(b, (void *)s->start);
 				for (uint32_t pg = 0; pg < ci->slab_pages; pg++) {
@@ -169,7 +181,7 @@ size_t mb_slab_purge_locked(void)
 
 unsigned mb_slab_refill_locked(int key, unsigned c, struct mb_tentry *out, unsigned want)
 {
-	struct mb_central *ce = &mb_heap.central[key][c];
+	struct mb_central *ce = &central[key][c];
 	unsigned n = 0;
 	while (n < want) {
 		struct mb_slab *s = fullest(ce);
@@ -209,7 +221,7 @@ unsigned mb_slab_refill_locked(int key, unsigned c, struct mb_tentry *out, unsig
 
 void mb_slab_put_locked(struct mb_slab *s, uint32_t index)
 {
-	struct mb_central *ce = &mb_heap.central[s->key][s->sclass];
+	struct mb_central *ce = &central[s->key][s->sclass];
 	s->state[index] = MB_OBJ_FREE;
 	s->nfree++;
 	if (s->nfree == s->nobj) {
