@@ -6,6 +6,8 @@
 #include "alloc_fast.h"
 #include "classify.h"
 #include "heap.h"
+#include "large.h"
+#include "purge.h"
 #include "report.h"
 #include "slab.h"
 #include "stats.h"
@@ -295,29 +297,7 @@ static inline void *raw_realloc(void *p, size_t n, int key, const char *func)
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
-	mb_heap_lock();
-	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE) {
-		mb_heap_unlock();
-		mb_fatal_pointer(func, "double free or invalid pointer", p);
-	}
-	size_t old_pages = m->npages;
-	int ok = mb_buddy_resize(&mb_heap.buddy, (size_t)(m - mb_heap.buddy.pages), npages) == 0;
-	if (ok) {
-		if (npages > old_pages)
-			mb_heap.counts.alloc_bytes += (npages - old_pages) << MB_PAGE_SHIFT;
-		else
-			mb_heap.counts.freed_bytes += (old_pages - npages) << MB_PAGE_SHIFT;
-		mb_heap.counts.live_requested += (int64_t)n - (int64_t)m->user.u64;
-		m->user.u64 = n;
-		if (npages > old_pages)
-			mb_heap.inplace_grows++;
-		else if (npages < old_pages)
-			mb_heap.inplace_shrinks++;
-		mb_purge_maybe_locked();
-	}
-	mb_heap_unlock();
-	if (ok)
+	if (mb_large_resize(p, m, n, func) == 0)
 		return p;
 	return move(p, old_bytes, n, key, func);
 }

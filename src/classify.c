@@ -1,6 +1,7 @@
 #include "config.h"
 #include "classify.h"
 #include "heap.h"
+#include "large.h"
 #include "options.h"
 #include "profile.h"
 #include "region.h"

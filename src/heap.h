@@ -1,6 +1,6 @@
 /* The process-wide heap: one typed buddy over the reserved region, the
- * lock that serialises it and every structure built on it, and the policy
- * that returns idle memory to the kernel. */
+ * lock that serialises it and every structure built on it, the heap-wide
+ * counters and the clocks. */
 #ifndef MB_HEAP_H
 #define MB_HEAP_H
 
@@ -16,11 +16,8 @@ enum mb_page_kind {
 	MB_KIND_SLAB = 1,  /* every page of a slab; user.ptr = its mb_slab,
 			    * sclass its class, user16 the page's index in
 			    * the slab, user32 the slab's key */
-	MB_KIND_LARGE = 2, /* first page of a page-granular object; user.u64 = bytes asked */
+	MB_KIND_LARGE = 2, /* first page of a page-granular object (large.h) */
 };
-
-/* mb_page.user16 of a large object's first page */
-#define MB_LARGE_SAMPLED 0x1 /* a classification sample */
 
 /* Counters kept per thread and folded into the heap's on thread exit. Live
  * bytes are alloc_bytes - freed_bytes, so each fast path adds to one. */
@@ -77,15 +74,5 @@ static inline uint64_t mb_alloc_clock_now(void)
 {
 	return __atomic_load_n(&mb_alloc_clock, __ATOMIC_RELAXED);
 }
-
-/* With the lock held: release pageblocks idle for longer than the decay
- * time (all dirty ones when force is set). */
-void mb_purge_locked(int force);
-/* With the lock held: purge if the decay period has passed. */
-void mb_purge_maybe_locked(void);
-
-/* Page-granular objects (above MB_SMALL_MAX, or page-aligned requests). */
-void *mb_large_alloc(size_t bytes, size_t align, int key, int zero);
-void mb_large_free(void *p, struct mb_page *m);
 
 #endif

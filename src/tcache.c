@@ -2,6 +2,7 @@
 #include "tcache.h"
 #include "metadata.h"
 #include "options.h"
+#include "purge.h"
 #include "classify.h"
 #include "stats.h"
 #include "alloc.h"

@@ -1,0 +1,124 @@
+#include "config.h"
+#include "large.h"
+#include "heap.h"
+#include "purge.h"
+#include "report.h"
+
+#include <errno.h>
+#include <string.h>
+
+void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	int type = mb_key_type(key); /* pages have no lanes */
+	if (bytes > mb_heap.region_bytes || align > mb_heap.region_bytes) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t npages = (bytes + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
+	size_t apages = align > MB_PAGE_SIZE ? align >> MB_PAGE_SHIFT : 1;
+	if (npages == 0)
+		npages = 1;
+	int zeroed = 0;
+	long idx;
+
+	mb_heap_lock();
+	if (apages <= 1 || (npages > b->pb_pages && apages <= b->pb_pages)) {
+		/* Buddy blocks are aligned to their order, runs to a pageblock. */
+		idx = mb_buddy_alloc(b, npages, type, &zeroed);
+	} else if (npages <= b->pb_pages && apages <= b->pb_pages) {
+		idx = mb_buddy_alloc(b, npages > apages ? npages : apages, type, &zeroed);
+		if (idx >= 0)
+			mb_buddy_resize(b, (size_t)idx, npages);
+	} else {
+		/* Alignment above a pageblock: over-allocate, then cut the
+		 * misaligned head off. */
+		idx = mb_buddy_alloc(b, npages + apages, type, &zeroed);
+		if (idx >= 0) {
+			/* The region is only pageblock-aligned: align the address. */
+			uintptr_t addr = (uintptr_t)mb_buddy_page_addr(b, (size_t)idx);
+			uintptr_t aligned = (addr + align - 1) & ~(uintptr_t)(align - 1);
+			size_t start = (size_t)idx + ((aligned - addr) >> MB_PAGE_SHIFT);
+			if (start != (size_t)idx) {
+				mb_buddy_split(b, (size_t)idx, start);
+				mb_buddy_free(b, (size_t)idx);
+				idx = (long)start;
+			}
+			mb_buddy_resize(b, (size_t)idx, npages);
+		}
+	}
+	if (idx < 0) {
+		mb_purge_maybe_locked();
+		mb_heap_unlock();
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct mb_page *m = &b->pages[idx];
+	m->kind = MB_KIND_LARGE;
+	m->user16 = 0;
+	m->user.u64 = bytes;
+	mb_heap.large_objects++;
+	mb_heap.counts.mallocs[type]++;
+	mb_heap.counts.alloc_bytes += npages << MB_PAGE_SHIFT;
+	mb_heap.counts.live_requested += (int64_t)bytes;
+	mb_alloc_clock_advance(npages << MB_PAGE_SHIFT);
+	if (zero && zeroed)
+		mb_heap.calloc_zero_skips++;
+	mb_purge_maybe_locked();
+	mb_heap_unlock();
+
+	void *p = mb_buddy_page_addr(b, (size_t)idx);
+	if (zero && !zeroed)
+		memset(p, 0, bytes);
+	return p;
+}
+
+void mb_large_free(void *p, struct mb_page *m)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	mb_heap_lock();
+	/* Checked under the lock, so two racing frees cannot both pass. */
+	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE) {
+		mb_heap_unlock();
+		mb_fatal_pointer("free", "double free or invalid pointer", p);
+	}
+	size_t idx = (size_t)(m - b->pages);
+	mb_heap.large_objects--;
+	mb_heap.counts.frees++;
+	mb_heap.counts.freed_bytes += (size_t)m->npages << MB_PAGE_SHIFT;
+	mb_heap.counts.live_requested -= (int64_t)m->user.u64;
+	m->kind = MB_KIND_NONE;
+	m->user16 = 0;
+	m->user.u64 = 0;
+	mb_buddy_free(b, idx);
+	mb_purge_maybe_locked();
+	mb_heap_unlock();
+}
+
+int mb_large_resize(void *p, struct mb_page *m, size_t n, const char *func)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
+	mb_heap_lock();
+	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE) {
+		mb_heap_unlock();
+		mb_fatal_pointer(func, "double free or invalid pointer", p);
+	}
+	size_t old_pages = m->npages;
+	int ok = mb_buddy_resize(b, (size_t)(m - b->pages), npages) == 0;
+	if (ok) {
+		if (npages > old_pages)
+			mb_heap.counts.alloc_bytes += (npages - old_pages) << MB_PAGE_SHIFT;
+		else
+			mb_heap.counts.freed_bytes += (old_pages - npages) << MB_PAGE_SHIFT;
+		mb_heap.counts.live_requested += (int64_t)n - (int64_t)m->user.u64;
+		m->user.u64 = n;
+		if (npages > old_pages)
+			mb_heap.inplace_grows++;
+		else if (npages < old_pages)
+			mb_heap.inplace_shrinks++;
+		mb_purge_maybe_locked();
+	}
+	mb_heap_unlock();
+	return ok ? 0 : -1;
+}
