@@ -14,6 +14,7 @@
 #include "exports.h"
 #include "classify.h"
 #include "heap.h"
+#include "init.h"
 #include "mbuddy.h"
 #include "tcache.h"
 
@@ -26,7 +27,7 @@
  * first) and the first allocation finds the heap ready. */
 __attribute__((constructor(101))) static void heap_init_early(void)
 {
-	mb_heap_ensure();
+	mb_process_init();
 }
 
 /* malloc when the call site needs the classifier's slow path. */
@@ -169,7 +170,7 @@ static void fill_mallinfo2(struct mallinfo2 *mi)
 {
 	struct mb_counts c;
 	*mi = (struct mallinfo2){ 0 };
-	if (mb_heap_ensure() != 0)
+	if (mb_process_init() != 0)
 		return;
 	mb_heap_lock();
 	c = mb_heap.counts;

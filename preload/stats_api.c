@@ -6,6 +6,7 @@
 
 #include "fragmentation.h"
 #include "heap.h"
+#include "init.h"
 #include "mbuddy.h"
 #include "options.h"
 #include "stats.h"
@@ -19,7 +20,7 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 		errno = EINVAL;
 		return -1;
 	}
-	if (mb_heap_ensure() != 0)
+	if (mb_process_init() != 0)
 		return -1;
 	mb_stats_snapshot(&s);
 	memset(st, 0, sizeof(*st));
@@ -61,13 +62,15 @@ EXPORT int mbuddy_stats_print(int fd, int format)
 		errno = EINVAL;
 		return -1;
 	}
+	if (mb_process_init() != 0)
+		return -1;
 	return mb_stats_write(fd, format == MBUDDY_STATS_JSON ? MB_STATS_JSON : MB_STATS_TEXT);
 }
 
 EXPORT int mbuddy_pointer_type(const void *p)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	if (mb_heap_state != 2 || !p || (uintptr_t)p - b->base >= mb_heap.region_bytes)
+	if (mb_process_state != MB_PROCESS_READY || !p || (uintptr_t)p - b->base >= mb_heap.region_bytes)
 		return -1;
 	mb_heap_lock();
 	size_t idx = mb_buddy_page_index(b, p);

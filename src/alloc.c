@@ -6,11 +6,11 @@
 #include "alloc_fast.h"
 #include "classify.h"
 #include "heap.h"
+#include "init.h"
 #include "large.h"
 #include "purge.h"
 #include "report.h"
 #include "slab.h"
-#include "stats.h"
 #include "tcache.h"
 
 #include <errno.h>
@@ -26,6 +26,7 @@
 __attribute__((noinline)) void *mb_tick_then(struct mb_tcache *tc, void *p)
 {
 	mb_tcache_tick(tc);
+	mb_deferred_poll();
 	return p;
 }
 
@@ -56,15 +57,15 @@ static void *large_alloc(size_t n, size_t align, int key, int zero)
  * cache implies; the slow path (re)computes the class after initialising. */
 static __attribute__((noinline)) void *small_slow(size_t n, int key)
 {
-	if (mb_heap_ensure() != 0) {
+	if (mb_process_init() != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	mb_stats_poll();
+	mb_deferred_poll();
 	unsigned c = mb_size_class(n);
 	struct mb_tcache *tc = mb_tc;
 	if (!tc)
-		tc = mb_tcache_create();
+		tc = mb_thread_init();
 	if (tc) {
 		mb_tcache_maybe_flush_all(tc);
 		struct mb_tbin *bin = &tc->bin[key][c];
@@ -105,11 +106,11 @@ static inline void *raw_malloc(size_t n, int key)
 {
 	if (likely(n <= MB_SMALL_MAX))
 		return malloc_small(n, key);
-	if (mb_heap_ensure() != 0) {
+	if (mb_process_init() != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	mb_stats_poll();
+	mb_deferred_poll();
 	return large_alloc(n, 0, key, 0);
 }
 
@@ -126,7 +127,7 @@ static inline void *raw_calloc(size_t nmemb, size_t size, int key)
 			memset(p, 0, mb_classes[mb_size_class(n)].size);
 		return p;
 	}
-	if (mb_heap_ensure() != 0) {
+	if (mb_process_init() != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -137,7 +138,7 @@ static inline void *raw_memalign(size_t align, size_t n, int key)
 {
 	if (align <= MB_ALIGNMENT)
 		return raw_malloc(n, key);
-	if (mb_heap_ensure() != 0) {
+	if (mb_process_init() != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -155,7 +156,7 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 {
 	struct mb_tcache *tc = mb_tc;
 	if (!tc)
-		tc = mb_tcache_create();
+		tc = mb_thread_init();
 	if (tc) {
 		mb_tcache_maybe_flush_all(tc);
 		struct mb_tbin *bin = &tc->bin[s->key][s->sclass];
@@ -304,7 +305,7 @@ static inline void *raw_realloc(void *p, size_t n, int key, const char *func)
 
 int mb_trim(void)
 {
-	if (mb_heap_ensure() != 0)
+	if (mb_process_init() != 0)
 		return 0;
 	struct mb_tcache *tc = mb_tc;
 	if (tc)
@@ -369,8 +370,8 @@ static void verify(const void *p, const char *func)
  * is armed too, since free will verify it. */
 static inline int canaries_on(void)
 {
-	if (unlikely(__atomic_load_n(&mb_heap_state, __ATOMIC_ACQUIRE) != 2))
-		mb_heap_ensure(); /* on failure the allocation fails as well */
+	if (unlikely(__atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) != MB_PROCESS_READY))
+		mb_process_init(); /* on failure the allocation fails as well */
 	return mb_canaries;
 }
 

@@ -645,7 +645,7 @@ void mb_classify_init(void)
 	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
 }
 
-void mb_classify_lock(void)
+void mb_classify_fork_prepare(void)
 {
 	atomic_store(&fork_gate, 1);
 	while (atomic_load(&unwinders))
@@ -654,14 +654,14 @@ void mb_classify_lock(void)
 	mb_profile_lock();
 }
 
-void mb_classify_unlock(void)
+void mb_classify_fork_parent(void)
 {
 	mb_profile_unlock();
 	pthread_mutex_unlock(&site_lock);
 	atomic_store(&fork_gate, 0);
 }
 
-void mb_classify_after_fork_child(void)
+void mb_classify_fork_child(void)
 {
 	atomic_store(&unwinders, 0);
 	atomic_store(&fork_gate, 0);
@@ -691,8 +691,7 @@ void mb_classify_code_unmapped(void)
 	pthread_mutex_unlock(&site_lock);
 }
 
-/* At exit: what this run learned, for the next one. */
-__attribute__((destructor)) static void save_profile(void)
+void mb_classify_save_profile(void)
 {
 	if (!ready || !mb_opt.profile)
 		return;

@@ -122,10 +122,13 @@ void mb_classify_freed(const void *p);
 
 /* Called once the heap is ready: options, rules, profile, unwinder warm-up. */
 void mb_classify_init(void);
-/* Around fork. */
-void mb_classify_lock(void);
-void mb_classify_unlock(void);
-void mb_classify_after_fork_child(void);
+/* Around fork: prepare waits for unwinds in progress and takes the site
+ * lock; parent releases it; child starts afresh. */
+void mb_classify_fork_prepare(void);
+void mb_classify_fork_parent(void);
+void mb_classify_fork_child(void);
+/* At exit: what this run learned, written to MBUDDY_PROFILE for the next. */
+void mb_classify_save_profile(void);
 /* After dlclose: sites in unmapped code must not be trusted. */
 void mb_classify_code_unmapped(void);
 

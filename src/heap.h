@@ -44,11 +44,10 @@ struct mb_heap {
 
 extern struct mb_heap mb_heap;
 
-/* 0 not started, 1 initialising, 2 ready, 3 failed. */
-extern volatile int mb_heap_state;
-
-/* Initialise on first use; returns 0 when the heap is ready. */
-int mb_heap_ensure(void);
+/* Reserve the region (MBUDDY_HEAP_SIZE, or the largest smaller one the
+ * kernel grants) and set the buddy up over it, with the options parsed.
+ * Returns 0, or -1 after saying why on stderr. Never allocates. */
+int mb_heap_init(void);
 
 /* Re-create a recursive mutex (in a fork child; see heap.c for why our
  * locks are recursive). */
@@ -56,6 +55,8 @@ void mb_mutex_init_recursive(pthread_mutex_t *m);
 
 static inline void mb_heap_lock(void) { pthread_mutex_lock(&mb_heap.lock); }
 static inline void mb_heap_unlock(void) { pthread_mutex_unlock(&mb_heap.lock); }
+/* In a fork child: the lock, which the parent's prepare handler held. */
+void mb_heap_fork_child(void);
 
 /* Milliseconds on a coarse monotonic clock. */
 uint64_t mb_now_ms(void);

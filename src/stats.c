@@ -9,8 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -23,7 +21,6 @@
 #define REPORT_JSON_HEAD "{\"pid\":"
 #define REPORT_JSON_MARK ",\"pageblock_order\":"
 
-volatile int mb_stats_requested;
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static int dump_error_reported;
 static int exit_dumped;
@@ -353,8 +350,6 @@ static int write_report(int fd, int format)
 
 int mb_stats_write(int fd, int format)
 {
-	if (mb_heap_ensure() != 0)
-		return -1;
 	pthread_mutex_lock(&dump_lock);
 	int rc = write_report(fd, format);
 	pthread_mutex_unlock(&dump_lock);
@@ -459,8 +454,6 @@ static void dump_now(void)
 	static char path[PATH_MAX]; /* under dump_lock */
 	const char *why = NULL;
 	int saved = errno, rc;
-	if (mb_heap_ensure() != 0)
-		return;
 	pthread_mutex_lock(&dump_lock);
 	if (to_stderr()) {
 		int fd = stderr_target();
@@ -486,37 +479,25 @@ static void dump_now(void)
 	errno = saved;
 }
 
-__attribute__((destructor)) static void stats_at_exit(void)
+void mb_stats_dump_at_exit(void)
 {
-	/* A program that never allocated still gets the report it asked for. */
-	if (mb_heap_state == 0 && secure_getenv("MBUDDY_STATS"))
-		mb_heap_ensure();
-	if (mb_opt.stats && mb_heap_state == 2 && !exit_dumped) {
+	if (mb_opt.stats && !exit_dumped) {
 		exit_dumped = 1;
 		dump_now();
 	}
 }
 
-static void on_signal(int sig)
+void mb_stats_dump_requested(void)
 {
-	(void)sig;
-	mb_stats_requested = 1;
-}
-
-void mb_stats_after_fork_child(void)
-{
-	pthread_mutex_init(&dump_lock, NULL);
-}
-
-void mb_stats_poll(void)
-{
-	if (!mb_stats_requested)
-		return;
-	mb_stats_requested = 0;
 	if (mb_opt.stats)
 		dump_now();
 	else
 		mb_stats_write(STDERR_FILENO, mb_opt.stats_format);
+}
+
+void mb_stats_fork_child(void)
+{
+	pthread_mutex_init(&dump_lock, NULL);
 }
 
 void mb_stats_init(void)
@@ -524,13 +505,5 @@ void mb_stats_init(void)
 	if (mb_opt.stats && to_stderr() && fstat(STDERR_FILENO, &stderr_at_start) == 0) {
 		stderr_known = 1;
 		stderr_copy = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, STDERR_COPY_MIN);
-	}
-	if (mb_opt.stats_signal) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_signal;
-		sa.sa_flags = SA_RESTART;
-		sigemptyset(&sa.sa_mask);
-		sigaction(mb_opt.stats_signal, &sa, NULL);
 	}
 }

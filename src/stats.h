@@ -35,16 +35,18 @@ void mb_stats_free_blocks(const struct mb_snapshot *s, uint64_t nr[MB_MAX_ORDER_
 /* Take a snapshot (takes and releases the heap lock). */
 void mb_stats_snapshot(struct mb_snapshot *s);
 
-/* Write a full report; format is enum mb_stats_format. 0 on success. */
+/* Write a full report; format is enum mb_stats_format. 0 on success.
+ * The heap must be set up. */
 int mb_stats_write(int fd, int format);
 
-/* Called at heap initialisation: arms the exit dump and the signal. */
+/* Once the heap is set up: keep a copy of stderr for the exit report. */
 void mb_stats_init(void);
-/* Called on allocator slow paths, outside the lock: performs a dump that
- * a signal asked for. */
-void mb_stats_poll(void);
-extern volatile int mb_stats_requested;
-void mb_stats_after_fork_child(void);
+/* The report MBUDDY_STATS asks for at exit (once). */
+void mb_stats_dump_at_exit(void);
+/* A report asked for while the program runs (MBUDDY_STATS_SIGNAL): where
+ * MBUDDY_STATS says, or on stderr without it. Outside every lock. */
+void mb_stats_dump_requested(void);
+void mb_stats_fork_child(void);
 
 /* Call-site section, written by the classification layer when present. */
 void mb_classify_write_sites(struct mb_out *o, int json) __attribute__((weak));

@@ -3,18 +3,8 @@
 #include "metadata.h"
 #include "options.h"
 #include "purge.h"
-#include "classify.h"
-#include "stats.h"
-#include "alloc.h"
 
-#include <pthread.h>
-
-/* Set once the thread's cache has been torn down at exit: later frees from
- * other TLS destructors go straight to the slabs. */
-static __thread int tc_dead MB_TLS;
-
-static pthread_key_t tc_key;
-static int tc_key_ok;
+/* Every live cache, for the counters. Under the heap lock. */
 static struct mb_tcache *all_caches;
 
 static size_t row_bytes(void)
@@ -35,12 +25,8 @@ static void counts_add(struct mb_counts *to, const struct mb_counts *from)
 	to->live_requested += from->live_requested;
 }
 
-static void tcache_destroy(void *arg)
+void mb_tcache_destroy(struct mb_tcache *tc)
 {
-	struct mb_tcache *tc = arg;
-	if (!tc)
-		return;
-	mb_tc_busy = 1;
 	mb_tcache_flush_all(tc);
 	mb_heap_lock();
 	counts_add(&mb_heap.counts, &tc->counts);
@@ -55,21 +41,10 @@ static void tcache_destroy(void *arg)
 			mb_meta_free(tc->row[k], row_bytes());
 	mb_meta_free(tc, sizeof(*tc));
 	mb_heap_unlock();
-	mb_tc = mb_tc_fast = NULL;
-	tc_dead = 1;
-	mb_tc_busy = 0;
-}
-
-void mb_tcache_init_key(void)
-{
-	tc_key_ok = pthread_key_create(&tc_key, tcache_destroy) == 0;
 }
 
 struct mb_tcache *mb_tcache_create(void)
 {
-	if (mb_tc_busy || tc_dead || !tc_key_ok)
-		return NULL;
-	mb_tc_busy = 1;
 	mb_heap_lock();
 	struct mb_tcache *tc = mb_meta_alloc(sizeof(*tc));
 	if (tc) {
@@ -81,15 +56,6 @@ struct mb_tcache *mb_tcache_create(void)
 		all_caches = tc;
 	}
 	mb_heap_unlock();
-	if (tc) {
-		/* Our key is among the first, so this does not allocate; if it
-		 * did, mb_tc_busy sends that allocation down the slow path. */
-		pthread_setspecific(tc_key, tc);
-		mb_tc = tc;
-		/* With canaries every object passes the general paths. */
-		mb_tc_fast = mb_canaries ? NULL : tc;
-	}
-	mb_tc_busy = 0;
 	return tc;
 }
 
@@ -183,7 +149,6 @@ void mb_tcache_tick(struct mb_tcache *tc)
 	mb_alloc_clock_advance(tc->counts.alloc_bytes - tc->clock_sent);
 	tc->clock_sent = tc->counts.alloc_bytes;
 	tc->next_tick = tc->counts.alloc_bytes + 65536;
-	mb_stats_poll();
 	mb_tcache_maybe_flush_all(tc);
 }
 
@@ -193,7 +158,7 @@ void mb_tcache_sum_counts_locked(struct mb_counts *out)
 		counts_add(out, &tc->counts);
 }
 
-void mb_tcache_after_fork_child(void)
+void mb_tcache_fork_child(void)
 {
 	/* Only the forking thread survives; the other threads' caches stay
 	 * allocated (their objects are simply lost, as with every malloc), but

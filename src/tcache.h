@@ -26,10 +26,12 @@ struct mb_tcache {
 };
 
 /* This thread's cache is mb_tc, and mb_tc_busy is set while it is being
- * created or torn down (thread.h). */
+ * created or torn down (thread.h); init.c decides when that happens. */
 
-/* Create this thread's cache; NULL if it cannot have one right now. */
+/* A new, empty cache, counted among the live ones; NULL without memory. */
 struct mb_tcache *mb_tcache_create(void);
+/* Give every entry of tc back, add its counters to the heap's, free it. */
+void mb_tcache_destroy(struct mb_tcache *tc);
 /* Refill a bin from the central slabs; returns entries now in the bin. */
 uint32_t mb_tcache_refill(struct mb_tcache *tc, int key, unsigned sclass);
 /* Give key's bins their storage; 0 on success (or if they have it). */
@@ -38,8 +40,8 @@ int mb_tcache_row(struct mb_tcache *tc, int key);
 void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep);
 /* Flush every bin of this thread (before fork, at trim, at exit). */
 size_t mb_tcache_flush_all(struct mb_tcache *tc); /* returns entries flushed */
-/* Every 64 KiB a thread allocates: advance the classification clock and
- * let time-based work (cache flush, purge) happen even in a program whose
+/* Every 64 KiB a thread allocates: advance the allocation clock and let
+ * time-based work (cache flush, purge) happen even in a program whose
  * allocations never leave the fast path. */
 void mb_tcache_tick(struct mb_tcache *tc);
 /* On slow paths: empty every bin once per decay period, so objects cached
@@ -48,7 +50,7 @@ void mb_tcache_maybe_flush_all(struct mb_tcache *tc);
 /* Sum the counters of every live cache into *out (lock held). */
 void mb_tcache_sum_counts_locked(struct mb_counts *out);
 
-void mb_tcache_init_key(void);
-void mb_tcache_after_fork_child(void);
+/* In a fork child: only the forking thread's cache lives on. */
+void mb_tcache_fork_child(void);
 
 #endif

@@ -39,6 +39,7 @@
 #include "alloc.h"
 #include "buddy.h"
 #include "heap.h"
+#include "init.h"
 #include "metadata.h"
 #include "region.h"
 #include "tcache.h"
@@ -310,7 +311,7 @@ static void init_child(int scenario)
 {
 	mb_os_inject_fault(MB_FAULT_RESERVE, scenario == 2 ? 1 : scenario == 3 ? 2 : 0,
 			   scenario == 0 ? 1 : scenario == 1 ? 1000 : scenario == 2 ? 1 : 4);
-	int rc = mb_heap_ensure();
+	int rc = mb_process_init();
 	switch (scenario) {
 	case 0: /* the region: the first try fails, half the size is taken */
 		REQUIRE(rc == 0, "heap failed after one failed region mmap");
@@ -804,7 +805,7 @@ static void set_env(char **argv)
 		}
 	/* The options are read when the heap initialises: if a constructor
 	 * did that already, start again with the right environment. */
-	if (changed && __atomic_load_n(&mb_heap_state, __ATOMIC_ACQUIRE) != 0) {
+	if (changed && __atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) != MB_PROCESS_NEW) {
 		execv("/proc/self/exe", argv);
 		perror("fault_inject: execv /proc/self/exe");
 		exit(1);
@@ -818,12 +819,12 @@ int main(int argc, char **argv)
 	child_faults = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	REQUIRE(child_faults != MAP_FAILED, "mmap");
 
-	if (__atomic_load_n(&mb_heap_state, __ATOMIC_ACQUIRE) == 0)
+	if (__atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) == MB_PROCESS_NEW)
 		init_faults();
 	else
 		say("the heap was initialised before main: init faults skipped");
 
-	REQUIRE(mb_heap_ensure() == 0, "the heap cannot be initialised");
+	REQUIRE(mb_process_init() == 0, "the heap cannot be initialised");
 	REQUIRE(mb_heap.region_bytes == HEAP && mb_heap.buddy.pb_pages * MB_PAGE_SIZE == PB,
 		"heap of %zu MiB with %zu KiB pageblocks, want 32 MiB and 4 MiB", mb_heap.region_bytes >> 20,
 		mb_heap.buddy.pb_pages * MB_PAGE_SIZE >> 10);

@@ -60,6 +60,7 @@
 #include "alloc.h"
 #include "buddy.h"
 #include "heap.h"
+#include "init.h"
 #include "region.h"
 #include "slab.h"
 #include "tcache.h"
@@ -705,7 +706,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			unsetenv(unwanted[i]);
 			changed = 1;
 		}
-	if (changed && __atomic_load_n(&mb_heap_state, __ATOMIC_ACQUIRE) != 0) {
+	if (changed && __atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) != MB_PROCESS_NEW) {
 		execv("/proc/self/exe", *argv);
 		perror("fuzz_ops: execv /proc/self/exe");
 		abort();
@@ -713,7 +714,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	pat_init();
 	const char *lax = getenv("FUZZ_OPS_LAX");
 	lax_slabdirty = lax && strstr(lax, "slabdirty");
-	if (mb_heap_ensure() != 0) {
+	if (mb_process_init() != 0) {
 		fprintf(stderr, "fuzz_ops: the heap cannot be initialised\n");
 		abort();
 	}

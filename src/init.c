@@ -1,0 +1,178 @@
+#include "config.h"
+#include "init.h"
+#include "alloc.h"
+#include "classify.h"
+#include "heap.h"
+#include "options.h"
+#include "sizeclass.h"
+#include "stats.h"
+#include "tcache.h"
+#include "thread.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+volatile int mb_process_state;
+/* Set in the thread that runs the set-up: an allocation made meanwhile by
+ * a library the set-up calls fails instead of waiting for itself. */
+static __thread int setting_up MB_TLS;
+
+/* ---- fork ---- */
+
+/* Every lock of the allocator is taken before fork, in one order
+ * (classification's, then the heap's), so the child starts with none held
+ * by a thread it does not have. */
+static void fork_prepare(void)
+{
+	mb_classify_fork_prepare();
+	mb_heap_lock();
+}
+
+static void fork_parent(void)
+{
+	mb_heap_unlock();
+	mb_classify_fork_parent();
+}
+
+static void fork_child(void)
+{
+	mb_heap_fork_child();
+	mb_classify_fork_child();
+	mb_stats_fork_child();
+	mb_tcache_fork_child();
+}
+
+/* ---- threads ---- */
+
+/* Its destructor gives an exiting thread's cache back. */
+static pthread_key_t thread_key;
+static int thread_key_ok;
+/* Set once the thread's cache has been torn down at exit: later frees from
+ * other TLS destructors go straight to the slabs. */
+static __thread int thread_done MB_TLS;
+
+static void thread_exit(void *arg)
+{
+	struct mb_tcache *tc = arg;
+	if (!tc)
+		return;
+	mb_tc_busy = 1;
+	mb_tcache_destroy(tc);
+	mb_tc = mb_tc_fast = NULL;
+	thread_done = 1;
+	mb_tc_busy = 0;
+}
+
+struct mb_tcache *mb_thread_init(void)
+{
+	if (mb_tc_busy || thread_done || !thread_key_ok)
+		return NULL;
+	mb_tc_busy = 1;
+	struct mb_tcache *tc = mb_tcache_create();
+	if (tc) {
+		/* Our key is among the first, so this does not allocate; if it
+		 * did, mb_tc_busy sends that allocation down the slow path. */
+		pthread_setspecific(thread_key, tc);
+		mb_tc = tc;
+		/* With canaries every object passes the general paths. */
+		mb_tc_fast = mb_canaries ? NULL : tc;
+	}
+	mb_tc_busy = 0;
+	return tc;
+}
+
+/* ---- deferred work ---- */
+
+static volatile sig_atomic_t report_requested;
+
+static void on_report_signal(int sig)
+{
+	(void)sig;
+	report_requested = 1;
+}
+
+void mb_deferred_poll(void)
+{
+	if (!report_requested)
+		return;
+	report_requested = 0;
+	mb_stats_dump_requested();
+}
+
+static void catch_report_signal(int sig)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_report_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+/* ---- the process ---- */
+
+/* What the first object needs. Nothing here may allocate. */
+static int set_up(void)
+{
+	mb_options_init();
+	mb_sizeclass_init();
+	if (mb_heap_init() != 0)
+		return -1;
+	if (mb_opt.check) {
+		mb_canary_init();
+		mb_canaries = 1;
+	}
+	thread_key_ok = pthread_key_create(&thread_key, thread_exit) == 0;
+	return 0;
+}
+
+/* What may allocate, so runs once the heap is ready. */
+static void start(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	mb_stats_init();
+	if (mb_opt.stats_signal)
+		catch_report_signal(mb_opt.stats_signal);
+	mb_classify_init();
+}
+
+int mb_process_init(void)
+{
+	int s = __atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(s == MB_PROCESS_READY, 1))
+		return 0;
+	if (s == MB_PROCESS_FAILED)
+		return -1;
+	int expected = MB_PROCESS_NEW;
+	if (__atomic_compare_exchange_n(&mb_process_state, &expected, MB_PROCESS_STARTING, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		setting_up = 1;
+		int rc = set_up();
+		__atomic_store_n(&mb_process_state, rc == 0 ? MB_PROCESS_READY : MB_PROCESS_FAILED, __ATOMIC_RELEASE);
+		setting_up = 0;
+		if (rc == 0)
+			start();
+		return rc;
+	}
+	if (setting_up)
+		return -1;
+	while ((s = __atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE)) == MB_PROCESS_STARTING)
+		sched_yield();
+	return s == MB_PROCESS_READY ? 0 : -1;
+}
+
+/* At exit: the report MBUDDY_STATS asks for, then what this run learned,
+ * for the next one. */
+__attribute__((destructor)) static void process_exit(void)
+{
+	/* A program that never allocated still gets the report it asked for. */
+	if (mb_process_state == MB_PROCESS_NEW && secure_getenv("MBUDDY_STATS"))
+		mb_process_init();
+	if (mb_process_state != MB_PROCESS_READY)
+		return;
+	mb_stats_dump_at_exit();
+	mb_classify_save_profile();
+}
