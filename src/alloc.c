@@ -4,9 +4,11 @@
 #include "config.h"
 #include "alloc.h"
 #include "alloc_fast.h"
+#include "canary.h"
 #include "classify.h"
 #include "heap.h"
 #include "init.h"
+#include "options.h"
 #include "large.h"
 #include "purge.h"
 #include "report.h"
@@ -320,37 +322,16 @@ int mb_trim(void)
 
 /* ---- MBUDDY_CHECK=1: a canary in the last 8 bytes of every object ----
  *
- * Each request gets 8 more bytes; the last 8 bytes of the object's usable
- * size hold a value derived from their address and a per-process secret.
- * free and realloc verify it, so a write past the end that reaches the next
- * object is reported with the address instead of corrupting a neighbour
- * silently. The usable size the program sees is 8 bytes smaller. */
-
-int mb_canaries;
-static uint64_t canary_secret;
-
-#define CANARY 8
-
-static uint64_t canary_value(const void *at)
-{
-	uint64_t x = (uintptr_t)at ^ canary_secret;
-	x ^= x >> 31;
-	x *= 0x9e3779b97f4a7c15ULL;
-	return x ^ (x >> 29);
-}
-
-void mb_canary_init(void)
-{
-	uint64_t t = mb_now_ms();
-	canary_secret = (uint64_t)(uintptr_t)&t * 0xff51afd7ed558ccdULL ^ t ^ ((uint64_t)getpid() << 32);
-}
+ * Each request gets MB_CANARY_BYTES more bytes, and the last ones of the
+ * object's usable size hold its canary (canary.h). The usable size the
+ * program sees is that much smaller. */
 
 static void *arm(void *p, const char *func)
 {
 	if (p) {
 		size_t u = raw_usable_size(p, func);
-		uint64_t v = canary_value((char *)p + u - CANARY);
-		memcpy((char *)p + u - CANARY, &v, CANARY);
+		uint64_t v = mb_canary_value((char *)p + u - MB_CANARY_BYTES);
+		memcpy((char *)p + u - MB_CANARY_BYTES, &v, MB_CANARY_BYTES);
 	}
 	return p;
 }
@@ -359,8 +340,8 @@ static void verify(const void *p, const char *func)
 {
 	size_t u = raw_usable_size(p, func);
 	uint64_t v;
-	memcpy(&v, (const char *)p + u - CANARY, CANARY);
-	if (v != canary_value((const char *)p + u - CANARY))
+	memcpy(&v, (const char *)p + u - MB_CANARY_BYTES, MB_CANARY_BYTES);
+	if (v != mb_canary_value((const char *)p + u - MB_CANARY_BYTES))
 		mb_fatal_pointer(func, "heap overflow detected (canary after the object overwritten)", p);
 }
 
@@ -372,16 +353,16 @@ static inline int canaries_on(void)
 {
 	if (unlikely(__atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) != MB_PROCESS_READY))
 		mb_process_init(); /* on failure the allocation fails as well */
-	return mb_canaries;
+	return mb_opt.check;
 }
 
 static int grow(size_t n, size_t *out)
 {
-	if (n > SIZE_MAX - CANARY) {
+	if (n > SIZE_MAX - MB_CANARY_BYTES) {
 		errno = ENOMEM;
 		return -1;
 	}
-	*out = n + CANARY;
+	*out = n + MB_CANARY_BYTES;
 	return 0;
 }
 
@@ -415,7 +396,7 @@ void *mb_memalign(size_t align, size_t n, int key)
 
 void mb_free(void *p, const char *func)
 {
-	if (__builtin_expect(mb_canaries && p != NULL, 0))
+	if (__builtin_expect(mb_opt.check && p != NULL, 0))
 		verify(p, func);
 	raw_free(p, func);
 }
@@ -423,7 +404,7 @@ void mb_free(void *p, const char *func)
 size_t mb_usable_size(const void *p, const char *func)
 {
 	size_t u = raw_usable_size(p, func);
-	return mb_canaries && p ? u - CANARY : u;
+	return mb_opt.check && p ? u - MB_CANARY_BYTES : u;
 }
 
 void *mb_realloc(void *p, size_t n, int key, const char *func)

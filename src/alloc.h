@@ -12,9 +12,6 @@ void *mb_realloc(void *p, size_t n, int key, const char *func);
 void *mb_memalign(size_t align, size_t n, int key);
 void mb_free(void *p, const char *func);
 size_t mb_usable_size(const void *p, const char *func);
-/* MBUDDY_CHECK=1: canaries after every object (see alloc.c). */
-extern int mb_canaries;
-void mb_canary_init(void);
 
 /* Release everything idle now; returns 1 if memory was released. */
 int mb_trim(void);

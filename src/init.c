@@ -1,6 +1,6 @@
 #include "config.h"
 #include "init.h"
-#include "alloc.h"
+#include "canary.h"
 #include "classify.h"
 #include "heap.h"
 #include "options.h"
@@ -78,7 +78,7 @@ struct mb_tcache *mb_thread_init(void)
 		pthread_setspecific(thread_key, tc);
 		mb_tc = tc;
 		/* With canaries every object passes the general paths. */
-		mb_tc_fast = mb_canaries ? NULL : tc;
+		mb_tc_fast = mb_opt.check ? NULL : tc;
 	}
 	mb_tc_busy = 0;
 	return tc;
@@ -121,10 +121,8 @@ static int set_up(void)
 	mb_sizeclass_init();
 	if (mb_heap_init() != 0)
 		return -1;
-	if (mb_opt.check) {
+	if (mb_opt.check)
 		mb_canary_init();
-		mb_canaries = 1;
-	}
 	thread_key_ok = pthread_key_create(&thread_key, thread_exit) == 0;
 	return 0;
 }

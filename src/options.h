@@ -17,7 +17,7 @@ struct mb_options {
 	int stats_format;       /* MBUDDY_STATS_FORMAT */
 	int stats_signal;       /* MBUDDY_STATS_SIGNAL: 0 = none */
 	uint64_t decay_ms;      /* MBUDDY_DECAY_MS */
-	int check;              /* MBUDDY_CHECK: 0, or 1 for canaries */
+	int check;              /* MBUDDY_CHECK: 1 puts a canary after every object (canary.h) */
 	const char *rules;      /* MBUDDY_RULES */
 	const char *profile;    /* MBUDDY_PROFILE */
 };

@@ -61,6 +61,8 @@
 #include "buddy.h"
 #include "heap.h"
 #include "init.h"
+#include "canary.h"
+#include "options.h"
 #include "region.h"
 #include "slab.h"
 #include "tcache.h"
@@ -718,7 +720,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		fprintf(stderr, "fuzz_ops: the heap cannot be initialised\n");
 		abort();
 	}
-	extra = mb_canaries ? 8 : 0;
+	extra = mb_opt.check ? MB_CANARY_BYTES : 0;
 	fprintf(stderr, "fuzz_ops: heap of %zu MiB, %zu pageblocks of %zu KiB%s%s\n", mb_heap.region_bytes >> 20,
 		mb_heap.buddy.nblocks, (mb_heap.buddy.pb_pages << MB_PAGE_SHIFT) >> 10,
 		extra ? ", canaries (MBUDDY_CHECK=1)" : "", lax_slabdirty ? ", lax slab dirty check" : "");
