@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the buffered writer ---- */
@@ -16,6 +18,7 @@ void mb_out_init(struct mb_out *o, int fd)
 	o->fd = fd;
 	o->failed = 0;
 	o->n = 0;
+	o->total = 0;
 }
 
 int mb_out_flush(struct mb_out *o)
@@ -34,13 +37,23 @@ int mb_out_flush(struct mb_out *o)
 	return o->failed ? -1 : 0;
 }
 
-void mb_out_str(struct mb_out *o, const char *s)
+void mb_out_mem(struct mb_out *o, const char *s, size_t len)
 {
-	while (*s) {
+	o->total += len;
+	while (len) {
 		if (o->n == sizeof o->buf)
 			mb_out_flush(o);
-		o->buf[o->n++] = *s++;
+		size_t k = sizeof o->buf - o->n < len ? sizeof o->buf - o->n : len;
+		memcpy(o->buf + o->n, s, k);
+		o->n += k;
+		s += k;
+		len -= k;
 	}
+}
+
+void mb_out_str(struct mb_out *o, const char *s)
+{
+	mb_out_mem(o, s, strlen(s));
 }
 
 void mb_out_fmt(struct mb_out *o, const char *fmt, ...)
@@ -149,6 +162,20 @@ int mb_file_may_replace(const struct stat *st, const char **why)
 	else if (!(st->st_mode & S_IWUSR))
 		*why = "is read-only";
 	return *why == NULL;
+}
+
+int mb_file_lock(int fd, unsigned wait_ms)
+{
+	for (unsigned waited = 0;; waited += 10) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return 0; /* no locks here (ENOLCK, EINVAL) */
+		if (waited >= wait_ms)
+			return -1;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 int mb_file_create(struct mb_file *f, const char *path)

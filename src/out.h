@@ -24,11 +24,13 @@ struct mb_out {
 	int fd;
 	int failed;
 	size_t n;
+	size_t total; /* bytes taken since mb_out_init */
 	char buf[8192];
 };
 
 /* Start writing to fd. */
 void mb_out_init(struct mb_out *o, int fd);
+void mb_out_mem(struct mb_out *o, const char *s, size_t len);
 void mb_out_str(struct mb_out *o, const char *s);
 void mb_out_fmt(struct mb_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A JSON string literal, escaped; bytes that are not UTF-8 become U+FFFD. */
@@ -49,6 +51,12 @@ int mb_file_open_regular(const char *path, int follow, struct stat *st, const ch
 /* Whether the regular file *st may be replaced: it belongs to the
  * effective user and its owner may write it (a read-only file is kept). */
 int mb_file_may_replace(const struct stat *st, const char **why);
+
+/* Take the advisory lock of fd (flock, exclusive), waiting at most
+ * wait_ms for another process to release it. 0, or -1 (errno
+ * EWOULDBLOCK if it was still held). A file system without locks gives 0:
+ * mb_file_commit still checks that the path names the same file. */
+int mb_file_lock(int fd, unsigned wait_ms);
 
 /* A file being written, until mb_file_commit or mb_file_abandon. */
 struct mb_file {

@@ -1,5 +1,6 @@
 #include "config.h"
 #include "profile.h"
+#include "profile_format.h"
 #include "options.h"
 #include "out.h"
 #include "region.h"
@@ -16,10 +17,39 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROFILE_MAGIC "libmbuddy-profile 1"
-/* What a load keeps, and so what a save writes: sites, and bytes read. */
+/* What a load keeps, and so what a save writes for one program: sites;
+ * the largest file read; what a save writes at most, its own section
+ * first, then those of other programs, most recently saved first, as long
+ * as they fit; how long a save waits for another one's lock. */
 #define PROFILE_SITES_MAX 16384
 #define PROFILE_MAX_BYTES (8 << 20)
+#define PROFILE_SAVE_BYTES (4 << 20)
+#define PROFILE_LOCK_WAIT_MS 2000
+
+/* ---- the program: its profile section is keyed by its path ---- */
+
+static char exe_path[PATH_MAX];
+static uint64_t exe_id;
+
+static uint64_t str_hash(const char *s);
+
+static void find_program(void)
+{
+	if (exe_path[0])
+		return;
+	ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
+	if (n <= 0)
+		n = snprintf(exe_path, sizeof exe_path, "?");
+	exe_path[n] = 0;
+	/* A binary replaced while it runs reads "<path> (deleted)". */
+	static const char deleted[] = " (deleted)";
+	if ((size_t)n > sizeof deleted && strcmp(exe_path + n - (sizeof deleted - 1), deleted) == 0)
+		exe_path[n - (sizeof deleted - 1)] = 0;
+	for (char *c = exe_path; *c; c++)
+		if (*c == '\n')
+			*c = '?'; /* it is written on one line */
+	exe_id = str_hash(exe_path);
+}
 
 /* ---- keys ---- */
 
@@ -176,176 +206,85 @@ int mb_profile_lookup(uint64_t key, struct mb_profile_entry *out)
 	return 0;
 }
 
-/* ---- parsing ----
- * By hand, without sscanf: a profile can have many thousands of lines and
- * every process that starts reads it. */
-
-static int parse_hex(const char **p, uint64_t *v)
-{
-	const char *s = *p;
-	uint64_t x = 0;
-	int n = 0;
-	for (;; s++, n++) {
-		unsigned d;
-		if (*s >= '0' && *s <= '9')
-			d = (unsigned)(*s - '0');
-		else if (*s >= 'a' && *s <= 'f')
-			d = (unsigned)(*s - 'a' + 10);
-		else
-			break;
-		if (n == 16)
-			return -1;
-		x = x << 4 | d;
-	}
-	*p = s;
-	*v = x;
-	return n ? 0 : -1;
-}
-
-static int parse_dec(const char **p, uint64_t max, uint64_t *v)
-{
-	const char *s = *p;
-	uint64_t x = 0;
-	if (*s < '0' || *s > '9')
-		return -1;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		unsigned d = (unsigned)(*s - '0');
-		if (x > (max - d) / 10)
-			return -1;
-		x = x * 10 + d;
-	}
-	*p = s;
-	*v = x;
-	return 0;
-}
-
-/* A space, then a number. */
-static int field_dec(const char **p, uint64_t max, uint64_t *v)
-{
-	return *(*p)++ == ' ' ? parse_dec(p, max, v) : -1;
-}
-
-/* "site <key> <type> <wrapper> <short> <medium> <old> <lifetime>", with
- * *p just after "site"; the line ends at end. */
-static int parse_site(const char *p, const char *end, struct mb_profile_entry *e)
-{
-	uint64_t key, type, wrapper, ns, nm, no, life;
-	if (*p++ != ' ' || parse_hex(&p, &key) || !key || field_dec(&p, 2, &type) || field_dec(&p, 1, &wrapper) ||
-	    field_dec(&p, INT32_MAX, &ns) || field_dec(&p, INT32_MAX, &nm) || field_dec(&p, INT32_MAX, &no) ||
-	    field_dec(&p, UINT64_MAX, &life) || p != end)
-		return -1;
-	*e = (struct mb_profile_entry){ key, (uint8_t)type, (uint8_t)wrapper, (int32_t)ns, (int32_t)nm, (int32_t)no, life };
-	return 0;
-}
-
-/* "module <size> <mtime> <path>", with *p just after "module". */
-static int parse_module(const char *p, const char *end, uint64_t *size, uint64_t *mtime, const char **path)
-{
-	if (field_dec(&p, UINT64_MAX, size) || field_dec(&p, UINT64_MAX, mtime) || *p++ != ' ' || p > end)
-		return -1;
-	*path = p;
-	return 0;
-}
-
-/* Whether the module of a module line is still the file it was: 1 yes, 0
- * changed, -1 not checkable. */
-static int module_current(uint64_t size, uint64_t mtime, const char *path, const char *end)
-{
-	char name[PATH_MAX];
-	struct stat st;
-	if ((size == 0 && mtime == 0) || (size_t)(end - path) >= sizeof name)
-		return -1;
-	memcpy(name, path, (size_t)(end - path));
-	name[end - path] = 0;
-	return stat(name, &st) == 0 && (uint64_t)st.st_size == size && (uint64_t)st.st_mtime == mtime;
-}
+/* ---- loading ---- */
 
 #define MODULE_CHECKS_MAX 256 /* module lines checked with stat() at start */
 
-/* What one load found. */
+/* Whether a module line's file is still the one it was: 1 yes, 0 changed,
+ * -1 not checkable. */
+static int module_current(const struct mb_profile_line *l)
+{
+	char name[PATH_MAX];
+	struct stat st;
+	if ((l->size == 0 && l->mtime == 0) || (size_t)(l->end - l->path) >= sizeof name)
+		return -1;
+	memcpy(name, l->path, (size_t)(l->end - l->path));
+	name[l->end - l->path] = 0;
+	return stat(name, &st) == 0 && (uint64_t)st.st_size == l->size && (uint64_t)st.st_mtime == l->mtime;
+}
+
 struct load_result {
 	unsigned stale, checked, dropped;
 };
 
-static void load_site(const struct mb_profile_entry *e, struct load_result *r)
+static void load_line(const struct mb_profile_line *l, int ours, void *arg)
 {
-	struct mb_profile_entry *s = slot(e->key);
-	if (!s->key) {
-		if (nentries == PROFILE_SITES_MAX) {
+	struct load_result *r = arg;
+	if (!ours)
+		return;
+	if (l->kind == MB_PROFILE_MODULE && r->checked < MODULE_CHECKS_MAX) {
+		r->checked++;
+		r->stale += module_current(l) == 0;
+	} else if (l->kind == MB_PROFILE_SITE) {
+		struct mb_profile_entry *s = slot(l->site.key);
+		if (!s->key && nentries == PROFILE_SITES_MAX) {
 			r->dropped++;
 			return;
 		}
-		nentries++;
+		nentries += !s->key;
+		*s = l->site;
 	}
-	*s = *e;
 }
 
-/* Parse and load text (NUL-terminated); NULL, or why it is not a profile. */
-static const char *parse_and_load(const char *text, unsigned *lineno, struct load_result *r)
+static void seed_hash(void)
 {
-	if (strncmp(text, PROFILE_MAGIC "\n", sizeof PROFILE_MAGIC) != 0)
-		return "it does not start with '" PROFILE_MAGIC "'";
-	*lineno = 1;
-	for (const char *line = text + sizeof PROFILE_MAGIC; *line; (*lineno)++) {
-		const char *end = strchr(line, '\n');
-		if (!end)
-			return "its last line is truncated";
-		struct mb_profile_entry e;
-		uint64_t size, mtime;
-		const char *path;
-		if (line[0] == '#') {
-		} else if (strncmp(line, "site", 4) == 0) {
-			if (parse_site(line + 4, end, &e) != 0)
-				return "a site line is malformed";
-			load_site(&e, r);
-		} else if (strncmp(line, "module", 6) == 0) {
-			if (parse_module(line + 6, end, &size, &mtime, &path) != 0)
-				return "a module line is malformed";
-			if (r->checked < MODULE_CHECKS_MAX) {
-				r->checked++;
-				r->stale += module_current(size, mtime, path, end) == 0;
-			}
-		} else {
-			return "it has an unknown line";
-		}
-		line = end + 1;
-	}
-	return NULL;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	table_seed = mix((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32 ^ (uintptr_t)&ts);
 }
 
-/* ---- loading ---- */
-
-static void table_reset(void)
-{
-	memset(table, 0, sizeof(struct mb_profile_entry) * PROFILE_SLOTS);
-	nentries = 0;
-}
-
-/* The whole file, NUL-terminated, in a fresh mapping of *bytes. */
-static char *read_all(int fd, size_t len, size_t *bytes)
+/* The whole file, NUL-terminated, in a fresh mapping of *bytes; *got the
+ * bytes read. */
+static char *read_all(int fd, size_t len, size_t *bytes, size_t *got)
 {
 	*bytes = (len + 1 + 4095) & ~(size_t)4095;
 	char *text = mb_os_reserve(*bytes, 4096);
 	if (!text)
 		return NULL;
-	size_t got = 0;
-	while (got < len) {
-		ssize_t r = read(fd, text + got, len - got);
+	*got = 0;
+	while (*got < len) {
+		ssize_t r = read(fd, text + *got, len - *got);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		got += (size_t)r;
+		*got += (size_t)r;
 	}
-	text[got] = 0;
+	text[*got] = 0;
 	return text;
 }
+
+/* Set when loading reported the file: saving it then stays quiet. */
+static int load_warned;
 
 void mb_profile_load(const char *path)
 {
 	struct stat st;
 	const char *why;
+	find_program();
+	seed_hash();
 	int fd = mb_file_open_regular(path, 1, &st, &why);
+	load_warned = fd < 0 && (why || errno != ENOENT);
 	if (fd < 0) {
 		if (why)
 			mb_warn("MBUDDY_PROFILE=%s %s; ignored", path, why);
@@ -353,13 +292,15 @@ void mb_profile_load(const char *path)
 			mb_warn("MBUDDY_PROFILE=%s cannot be read (%s); starting unclassified", path, strerror(errno));
 		return;
 	}
-	if (st.st_size <= 0 || st.st_size > PROFILE_MAX_BYTES) {
+	load_warned = st.st_size <= 0 || st.st_size > PROFILE_MAX_BYTES;
+	if (load_warned) {
 		close(fd);
 		mb_warn("MBUDDY_PROFILE=%s is empty or larger than %d MiB; ignored", path, PROFILE_MAX_BYTES >> 20);
 		return;
 	}
 	size_t text_bytes, table_bytes = sizeof(struct mb_profile_entry) * PROFILE_SLOTS;
-	char *text = read_all(fd, (size_t)st.st_size, &text_bytes);
+	size_t text_len;
+	char *text = read_all(fd, (size_t)st.st_size, &text_bytes, &text_len);
 	close(fd);
 	if (!table)
 		table = mb_os_reserve(table_bytes, 4096);
@@ -368,21 +309,20 @@ void mb_profile_load(const char *path)
 			mb_os_unreserve(text, text_bytes);
 		return;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	table_seed = mix((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32 ^ (uintptr_t)&ts);
-
-	unsigned lineno = 0;
+	unsigned lineno;
 	struct load_result r = { 0, 0, 0 };
-	why = parse_and_load(text, &lineno, &r);
+	why = mb_profile_walk(text, text_len, exe_id, &lineno, load_line, &r);
 	mb_os_unreserve(text, text_bytes);
 	if (why) {
-		mb_warn("MBUDDY_PROFILE=%s is not a valid profile (%s, line %u); ignored", path, why, lineno);
-		table_reset();
+		load_warned = 1;
+		mb_warn("MBUDDY_PROFILE=%s is not a valid profile (%s, line %u); ignored, and never written over", path,
+			why, lineno);
+		memset(table, 0, table_bytes);
+		nentries = 0;
 		return;
 	}
 	if (r.dropped)
-		mb_warn("MBUDDY_PROFILE=%s has more than %u sites; the other %u are ignored", path,
+		mb_warn("MBUDDY_PROFILE=%s has more than %u sites for this program; the other %u are ignored", path,
 			PROFILE_SITES_MAX, r.dropped);
 	if (r.stale)
 		mb_warn("MBUDDY_PROFILE=%s: %u module(s) changed since it was written; their sites start unclassified",
@@ -390,37 +330,72 @@ void mb_profile_load(const char *path)
 	loaded = 1;
 }
 
-/* ---- saving ---- */
+/* ---- saving ----
+ * The entries of this run are collected, then merged at exit, under the
+ * file's lock, with what the file holds by then: other processes of the
+ * same program or of others may have saved since this one started. */
 
+static const char *save_path;
+static struct mb_profile_entry *own;  /* this run's entries */
+static unsigned nown, own_dropped;
+static uint64_t *saved_keys;          /* keys written, PROFILE_SLOTS */
+static unsigned nsaved;
 static struct mb_out save_out;
-static char save_tmp[4096];
-static char save_path[4096];
-static unsigned save_count, save_dropped;
+static struct mb_file save_file;
+
+#define OWN_BYTES (sizeof(struct mb_profile_entry) * PROFILE_SITES_MAX)
+#define SAVED_BYTES (sizeof(uint64_t) * PROFILE_SLOTS)
 
 int mb_profile_save_begin(const char *path)
 {
-	snprintf(save_path, sizeof save_path, "%s", path);
-	snprintf(save_tmp, sizeof save_tmp, "%s.tmp.%d", path, (int)getpid());
-	mb_out_init(&save_out, open(save_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-	if (save_out.fd < 0) {
-		mb_warn("cannot write the profile %s: %s", save_tmp, strerror(errno));
+	find_program();
+	if (!table_seed)
+		seed_hash();
+	own = mb_os_reserve(OWN_BYTES, 4096);
+	saved_keys = mb_os_reserve(SAVED_BYTES, 4096);
+	if (!own || !saved_keys) {
+		mb_warn("cannot write the profile %s: %s", path, strerror(ENOMEM));
 		return -1;
 	}
-	save_count = save_dropped = 0;
-	mb_out_str(&save_out, PROFILE_MAGIC "\n# site <key> <type> <wrapper> <short> <medium> <old> <mean lifetime>\n");
+	save_path = path;
+	nown = own_dropped = 0;
 	return 0;
 }
 
 void mb_profile_save_site(const struct mb_profile_entry *e)
 {
-	/* Never more than the loader keeps. */
-	if (save_count == PROFILE_SITES_MAX) {
-		save_dropped++;
+	if (nown == PROFILE_SITES_MAX)
+		own_dropped++;
+	else
+		own[nown++] = *e;
+}
+
+/* Write a site line unless its key was written already or the section
+ * is full. */
+static void save_entry(const struct mb_profile_entry *e, const struct mb_profile_line *raw)
+{
+	if (nsaved == PROFILE_SITES_MAX)
+		return;
+	unsigned i = (unsigned)mix(e->key ^ table_seed) & (PROFILE_SLOTS - 1);
+	while (saved_keys[i] && saved_keys[i] != e->key)
+		i = (i + 1) & (PROFILE_SLOTS - 1);
+	if (saved_keys[i])
+		return;
+	saved_keys[i] = e->key;
+	nsaved++;
+	if (raw) {
+		mb_out_mem(&save_out, raw->start, (size_t)(raw->end - raw->start) + 1);
 		return;
 	}
-	save_count++;
-	mb_out_fmt(&save_out, "site %llx %d %d %d %d %d %llu\n", (unsigned long long)e->key, e->type, e->wrapper,
-		   e->n_short, e->n_medium, e->n_old, (unsigned long long)e->mean_lifetime);
+	mb_profile_write_site(&save_out, e);
+}
+
+/* The file's sites of this program that this run did not meet. */
+static void keep_disk_site(const struct mb_profile_line *l, int ours, void *arg)
+{
+	(void)arg;
+	if (ours && l->kind == MB_PROFILE_SITE)
+		save_entry(&l->site, l);
 }
 
 /* A module line for every loaded object with a file, so a later run can
@@ -431,26 +406,137 @@ static int write_module(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)arg;
 	const char *name = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : NULL;
 	struct stat st;
-	if (name && *name == '/' && stat(name, &st) == 0)
-		mb_out_fmt(&save_out, "module %llu %llu %s\n", (unsigned long long)st.st_size,
-			   (unsigned long long)st.st_mtime, name);
+	if (name && *name == '/' && !strchr(name, '\n') && stat(name, &st) == 0)
+		mb_profile_write_module(&save_out, (uint64_t)st.st_size, (uint64_t)st.st_mtime, name);
 	return 0;
+}
+
+/* The sections of other programs, in their order (most recently saved
+ * first), as long as the file stays within PROFILE_SAVE_BYTES, each with
+ * no more sites than a load keeps. */
+struct copy_state {
+	const char *text_end;
+	int copying, full;
+	unsigned sites;
+};
+
+static void copy_other(const struct mb_profile_line *l, int ours, void *arg)
+{
+	struct copy_state *c = arg;
+	if (c->full)
+		return;
+	if (l->kind == MB_PROFILE_EXE) {
+		const char *next = strstr(l->end, "\nexe ");
+		size_t len = (size_t)((next ? next + 1 : c->text_end) - l->start);
+		c->copying = !ours;
+		c->sites = 0;
+		c->full = c->copying && save_out.total + len > PROFILE_SAVE_BYTES;
+		c->copying &= !c->full;
+	}
+	if (c->copying && (l->kind != MB_PROFILE_SITE || c->sites++ < PROFILE_SITES_MAX))
+		mb_out_mem(&save_out, l->start, (size_t)(l->end - l->start) + 1);
+}
+
+/* Write the merged profile to a new file that will replace old (or appear
+ * at path if old is NULL). 0, 1 to try again (the path changed), -1. */
+static int write_merged(const struct stat *old, const char *text, size_t len, const char **why)
+{
+	if (mb_file_replace(&save_file, save_path, old, old ? old->st_mode : 0600) < 0)
+		return -1;
+	mb_out_init(&save_out, save_file.fd);
+	mb_profile_write_start(&save_out, exe_id, exe_path);
+	memset(saved_keys, 0, SAVED_BYTES);
+	nsaved = 0;
+	for (unsigned i = 0; i < nown; i++)
+		save_entry(&own[i], NULL);
+	unsigned lineno;
+	if (text)
+		mb_profile_walk(text, len, exe_id, &lineno, keep_disk_site, NULL);
+	dl_iterate_phdr(write_module, NULL);
+	struct copy_state c = { text ? text + len : NULL, 0, 0, 0 };
+	if (text)
+		mb_profile_walk(text, len, exe_id, &lineno, copy_other, &c);
+	if (mb_out_flush(&save_out) != 0) {
+		mb_file_abandon(&save_file);
+		return -1;
+	}
+	if (mb_file_commit(&save_file, why) != 0)
+		return *why ? 1 : -1;
+	return 0;
+}
+
+/* With fd the file at save_path, open: lock it, check that it is still
+ * there and a profile of ours, and read it into *text. 0, 1 to try
+ * again, -1 refused (*why), -2 a read-only profile, kept quietly. */
+static int read_locked(int fd, struct stat *st, char **text, size_t *len, size_t *bytes, const char **why)
+{
+	if (st->st_uid == geteuid() && !(st->st_mode & S_IWUSR))
+		return -2;
+	if (!mb_file_may_replace(st, why))
+		return -1;
+	if (mb_file_lock(fd, PROFILE_LOCK_WAIT_MS) != 0) {
+		*why = "stayed locked by another process";
+		return -1;
+	}
+	struct stat now;
+	if (lstat(save_path, &now) != 0 || fstat(fd, st) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+		return 1; /* replaced by another process's save meanwhile */
+	if (st->st_size > PROFILE_MAX_BYTES) {
+		*why = "is larger than 8 MiB";
+		return -1;
+	}
+	*text = read_all(fd, (size_t)st->st_size, bytes, len);
+	if (!*text)
+		return -1;
+	unsigned lineno;
+	if (mb_profile_walk(*text, *len, exe_id, &lineno, NULL, NULL)) {
+		*why = "is not a valid profile";
+		return -1;
+	}
+	return 0;
+}
+
+/* One attempt: 0 saved, 1 try again, -1 refused or failed, -2 quietly
+ * not saved. */
+static int save_once(const char **why)
+{
+	struct stat st;
+	char *text = NULL;
+	size_t len = 0, bytes = 0;
+	int fd = mb_file_open_regular(save_path, 0, &st, why), rc = 0;
+	if (fd < 0 && (*why || errno != ENOENT))
+		return -1;
+	if (fd >= 0)
+		rc = read_locked(fd, &st, &text, &len, &bytes, why);
+	if (rc == 0)
+		rc = write_merged(fd >= 0 ? &st : NULL, text, len, why);
+	if (text)
+		mb_os_unreserve(text, bytes);
+	if (fd >= 0)
+		close(fd); /* releases the lock, after the rename */
+	return rc;
 }
 
 void mb_profile_save_end(void)
 {
-	dl_iterate_phdr(write_module, NULL);
-	if (mb_out_flush(&save_out) != 0 || close(save_out.fd) != 0) {
-		mb_warn("cannot write the profile %s: %s", save_tmp, strerror(errno));
-		unlink(save_tmp);
-		return;
+	const char *why = NULL;
+	/* A run that learned nothing leaves the file alone. */
+	int rc = nown ? 1 : 0;
+	for (int attempt = 0; rc == 1 && attempt < 8; attempt++)
+		rc = save_once(&why);
+	if (rc == 1)
+		why = "kept being replaced by other processes";
+	if (rc != 0 && rc != -2 && !load_warned) {
+		if (why)
+			mb_warn("MBUDDY_PROFILE=%s %s; the profile is not saved", save_path, why);
+		else
+			mb_warn("cannot write the profile %s: %s", save_path, strerror(errno));
 	}
-	if (save_dropped)
-		mb_warn("MBUDDY_PROFILE=%s: %u sites not saved (at most %u are kept)", save_path, save_dropped,
-			PROFILE_SITES_MAX);
-	/* Atomically replace, so a concurrent reader never sees half a file. */
-	if (rename(save_tmp, save_path) != 0) {
-		mb_warn("cannot write the profile %s: %s", save_path, strerror(errno));
-		unlink(save_tmp);
-	}
+	if (rc == 0 && own_dropped)
+		mb_warn("MBUDDY_PROFILE=%s: %u sites of this run not saved (at most %u per program)", save_path,
+			own_dropped, PROFILE_SITES_MAX);
+	mb_os_unreserve(own, OWN_BYTES);
+	mb_os_unreserve(saved_keys, SAVED_BYTES);
+	own = NULL;
+	saved_keys = NULL;
 }

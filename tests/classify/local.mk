@@ -4,9 +4,10 @@ classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
 	tests/classify/three_sites_cxx tests/classify/rules_override tests/classify/typed_api
 check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
+	tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test
 EXTRA_DIST += tests/classify/classify_common.h tests/classify/rules_override.env \
-	tests/classify/profile.test tests/classify/profile-load.test \
+	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c
 
 tests_classify_three_sites_SOURCES = tests/classify/three_sites.c

@@ -9,8 +9,11 @@ extern char **environ;
 
 int main(void)
 {
-	char *volatile p = malloc(100); /* the heap is set up by now */
-	free(p);
+	/* Something for the profile to learn: one site of short-lived objects. */
+	for (int i = 0; i < 100000; i++) {
+		char *volatile p = malloc(100);
+		free(p);
+	}
 	for (char **e = environ; *e; e++)
 		memset(*e, 'X', strlen(*e));
 	setenv("MBUDDY_STATS", "moved-stats", 1);
