@@ -7,7 +7,6 @@
 #include "region.h"
 #include "slab.h"
 #include "out.h"
-#include "stats.h"
 
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>

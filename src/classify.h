@@ -21,10 +21,10 @@
 #include <stdint.h>
 
 #include "reclaim_type.h"
-#include "tcache.h"
+#include "out.h"
+#include "thread.h"
 
 #define MB_CLASSIFY_SAMPLE 0x100 /* record this allocation as a sample */
-#define MB_SAMPLE_PERIOD 512     /* one sampled allocation in this many (on average) */
 
 #define SITE_CAP (1u << 15)
 #define SITE_PROBES 32
@@ -131,5 +131,9 @@ void mb_classify_fork_child(void);
 void mb_classify_save_profile(void);
 /* After dlclose: sites in unmapped code must not be trusted. */
 void mb_classify_code_unmapped(void);
+
+/* The report's call-site section: the sites with the most sampled bytes,
+ * as text or as the elements of a JSON array. */
+void mb_classify_write_sites(struct mb_out *o, int json);
 
 #endif

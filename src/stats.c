@@ -1,5 +1,6 @@
 #include "config.h"
 #include "stats.h"
+#include "classify.h"
 #include "fragmentation.h"
 #include "metadata.h"
 #include "options.h"
@@ -252,8 +253,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 		mb_out_fmt(o, " %6.3f", mb_fragmentation_index(nr, s->max_order, k));
 	mb_out_str(o, "\n\n");
 
-	if (mb_classify_write_sites)
-		mb_classify_write_sites(o, 0);
+	mb_classify_write_sites(o, 0);
 }
 
 static void json_u64_array(struct mb_out *o, const uint64_t *v, unsigned n)
@@ -319,8 +319,7 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 	mb_out_str(o, "]},");
 
 	mb_out_str(o, "\"sites\":[");
-	if (mb_classify_write_sites)
-		mb_classify_write_sites(o, 1);
+	mb_classify_write_sites(o, 1);
 	mb_out_str(o, "],");
 
 	size_t npb = 0, map_bytes = 0;

@@ -48,7 +48,4 @@ void mb_stats_dump_at_exit(void);
 void mb_stats_dump_requested(void);
 void mb_stats_fork_child(void);
 
-/* Call-site section, written by the classification layer when present. */
-void mb_classify_write_sites(struct mb_out *o, int json) __attribute__((weak));
-
 #endif

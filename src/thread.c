@@ -1,6 +1,5 @@
 #include "config.h"
 #include "thread.h"
-#include "classify.h"
 
 /* A new thread starts four sample periods away from its first sample (see
  * classify.c for why) and without a type hint. */

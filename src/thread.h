@@ -8,6 +8,10 @@
 
 #define MB_TLS __attribute__((tls_model("initial-exec")))
 
+/* Classification samples one allocation in this many, on average; the
+ * countdown to the next sample is per thread. */
+#define MB_SAMPLE_PERIOD 512
+
 struct mb_tcache;
 
 struct mb_thread {
