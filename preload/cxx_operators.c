@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "alloc_fast.h"
 #include "exports.h"
 #include "classify.h"
 #include "options.h"
@@ -21,11 +20,17 @@
 
 typedef void (*new_handler_fn)(void);
 
-static void *new_failed(size_t n, size_t align, void *ra)
+/* What the standard asks of a failed operator new: call the new-handler
+ * and try again, until there is no handler; then the throwing forms throw
+ * std::bad_alloc and the nothrow forms return null (since C++11 they call
+ * the new-handler like the throwing ones). */
+static void *new_failed(size_t n, size_t align, void *ra, int nothrow)
 {
 	new_handler_fn (*get_handler)(void) = (new_handler_fn(*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
 	for (;;) {
 		new_handler_fn h = get_handler ? get_handler() : NULL;
+		if (!h && nothrow)
+			return NULL;
 		if (!h) {
 			void (*throw_bad_alloc)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv");
 			if (throw_bad_alloc)
@@ -47,7 +52,7 @@ static __attribute__((noinline)) void *op_new_slow(size_t n, void *ra)
 {
 	int t = mb_classify_site_slow(ra, n);
 	void *p = mb_sampled(mb_malloc(n, T(t)), t, n);
-	return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra);
+	return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra, 0);
 }
 
 /* Like malloc: the fast paths inline, the rest one tail call away. */
@@ -55,11 +60,13 @@ static inline void *op_new(size_t n, void *ra)
 {
 	int key;
 	if (__builtin_expect(mb_classify_fast(ra, &key), 1)) {
-		void *p = mb_malloc_cached(mb_tc_fast, n, key);
-		if (__builtin_expect(p != NULL, 1))
-			return p;
-		p = mb_malloc(n, key);
-		return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra);
+		struct mb_tcache *tc = mb_tc_fast;
+		unsigned c;
+		struct mb_tbin *bin = mb_tcache_ready_bin(tc, n, key, &c);
+		if (__builtin_expect(bin != NULL, 1))
+			return mb_alloc_pop(tc, bin, key, c);
+		void *p = mb_malloc(n, key);
+		return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra, 0);
 	}
 	return op_new_slow(n, ra);
 }
@@ -68,31 +75,14 @@ static inline void *op_new_aligned(size_t n, size_t align, void *ra)
 {
 	int t = mb_classify(ra, n);
 	void *p = mb_sampled(mb_memalign(align, n, T(t)), t, n);
-	return p ? p : new_failed(n, align, ra);
-}
-
-/* Since C++11 the nothrow forms call the new-handler like the throwing
- * ones and return null only when there is none. */
-static void *nothrow_failed(size_t n, size_t align, void *ra)
-{
-	new_handler_fn (*get_handler)(void) = (new_handler_fn(*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
-	for (;;) {
-		new_handler_fn h = get_handler ? get_handler() : NULL;
-		if (!h)
-			return NULL;
-		h();
-		int t = mb_classify(ra, n) & MB_KEY_MASK;
-		void *p = align ? mb_memalign(align, n, t) : mb_malloc(n, t);
-		if (p)
-			return p;
-	}
+	return p ? p : new_failed(n, align, ra, 0);
 }
 
 static inline void *op_new_nothrow(size_t n, size_t align, void *ra)
 {
 	int t = mb_classify(ra, n);
 	void *p = mb_sampled(align ? mb_memalign(align, n, T(t)) : mb_malloc(n, T(t)), t, n);
-	return p ? p : nothrow_failed(n, align, ra);
+	return p ? p : new_failed(n, align, ra, 1);
 }
 
 /* new, new[] */

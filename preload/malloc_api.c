@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "alloc_fast.h"
 #include "exports.h"
 #include "classify.h"
 #include "heap.h"
@@ -63,12 +62,18 @@ EXPORT void *calloc(size_t nmemb, size_t size)
 	return mb_sampled(mb_calloc(nmemb, size, T(t)), t, nmemb * size);
 }
 
+/* realloc for the caller that returns to ra. A block that stayed in place
+ * keeps its own sample state. */
+static void *realloc_for(void *p, size_t n, void *ra, const char *func)
+{
+	int t = mb_classify(ra, n);
+	void *q = mb_realloc(p, n, T(t), func);
+	return q != p ? mb_sampled(q, t, n) : q;
+}
+
 EXPORT void *realloc(void *p, size_t n)
 {
-	int t = mb_classify(CALLER, n);
-	void *q = mb_realloc(p, n, T(t), "realloc");
-	/* A block that stayed in place keeps its own sample state. */
-	return q != p ? mb_sampled(q, t, n) : q;
+	return realloc_for(p, n, CALLER, "realloc");
 }
 
 EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
@@ -78,9 +83,7 @@ EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	int t = mb_classify(CALLER, n);
-	void *q = mb_realloc(p, n, T(t), "reallocarray");
-	return q != p ? mb_sampled(q, t, n) : q;
+	return realloc_for(p, n, CALLER, "reallocarray");
 }
 
 static int power_of_two(size_t a)
@@ -210,7 +213,7 @@ EXPORT struct mallinfo mallinfo(void)
 EXPORT void *__libc_malloc(size_t n) { int t = mb_classify(CALLER, n); return mb_sampled(mb_malloc(n, T(t)), t, n); }
 EXPORT void __libc_free(void *p) { mb_free(p, "free"); }
 EXPORT void *__libc_calloc(size_t a, size_t b) { int t = mb_classify(CALLER, a * b); return mb_sampled(mb_calloc(a, b, T(t)), t, a * b); }
-EXPORT void *__libc_realloc(void *p, size_t n) { int t = mb_classify(CALLER, n); void *q = mb_realloc(p, n, T(t), "realloc"); return q != p ? mb_sampled(q, t, n) : q; }
+EXPORT void *__libc_realloc(void *p, size_t n) { return realloc_for(p, n, CALLER, "realloc"); }
 EXPORT void *__libc_memalign(size_t a, size_t n) { return memalign_rounded(a, n, CALLER); }
 EXPORT void *__libc_valloc(size_t n) { return memalign_rounded((size_t)sysconf(_SC_PAGESIZE), n, CALLER); }
 EXPORT void *__libc_pvalloc(size_t n) { return pvalloc(n); }

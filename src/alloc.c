@@ -3,7 +3,6 @@
  * metadata before anything is written. */
 #include "config.h"
 #include "alloc.h"
-#include "alloc_fast.h"
 #include "canary.h"
 #include "classify.h"
 #include "heap.h"
@@ -19,9 +18,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
-
-#define likely mb_likely
-#define unlikely mb_unlikely
 
 /* Slow work is reached by tail calls, so the fast paths need no saved
  * registers and no stack frame. */
@@ -72,9 +68,9 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 		mb_tcache_maybe_flush_all(tc);
 		struct mb_tbin *bin = &tc->bin[key][c];
 		if (bin->n || mb_tcache_refill(tc, key, c))
-			return mb_tcache_pop(tc, bin, key, c);
+			return mb_alloc_pop(tc, bin, key, c);
 		if (give_back_cache() && mb_tcache_refill(tc, key, c))
-			return mb_tcache_pop(tc, bin, key, c);
+			return mb_alloc_pop(tc, bin, key, c);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -98,15 +94,17 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 /* n must be a size of class c's range, or c's own size (aligned requests). */
 static inline void *malloc_small(size_t n, int key)
 {
-	void *p = mb_malloc_cached(mb_tc, n, key);
-	if (likely(p != NULL))
-		return p;
+	struct mb_tcache *tc = mb_tc;
+	unsigned c;
+	struct mb_tbin *bin = mb_tcache_ready_bin(tc, n, key, &c);
+	if (mb_likely(bin != NULL))
+		return mb_alloc_pop(tc, bin, key, c);
 	return small_slow(n, key);
 }
 
 static inline void *raw_malloc(size_t n, int key)
 {
-	if (likely(n <= MB_SMALL_MAX))
+	if (mb_likely(n <= MB_SMALL_MAX))
 		return malloc_small(n, key);
 	if (mb_process_init() != 0) {
 		errno = ENOMEM;
@@ -119,7 +117,7 @@ static inline void *raw_malloc(size_t n, int key)
 static inline void *raw_calloc(size_t nmemb, size_t size, int key)
 {
 	size_t n;
-	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
+	if (mb_unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -165,7 +163,7 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 		if (mb_tcache_row(tc, s->key) != 0)
 			goto direct;
 		if (bin->n == bin->cap)
-			mb_tcache_flush(tc, bin, bin->cap / 2);
+			mb_tcache_flush(bin, bin->cap / 2);
 		tc->counts.frees++;
 		tc->counts.freed_bytes += s->size;
 		bin->e[bin->n].p = (void *)(s->start + (uintptr_t)i * s->size);
@@ -186,7 +184,7 @@ static inline struct mb_page *page_of(const void *p)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	uintptr_t off = (uintptr_t)p - b->base;
-	if (unlikely(off >= mb_heap.region_bytes))
+	if (mb_unlikely(off >= mb_heap.region_bytes))
 		return NULL;
 	return &b->pages[off >> MB_PAGE_SHIFT];
 }
@@ -198,18 +196,18 @@ static inline struct mb_page *page_of(const void *p)
 static struct mb_page *live_or_die(const void *p, const char *func, int freeing, struct mb_slab **sp, uint32_t *ip)
 {
 	struct mb_page *m = page_of(p);
-	if (unlikely(m == NULL))
+	if (mb_unlikely(m == NULL))
 		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
-	if (likely(m->kind == MB_KIND_SLAB)) {
+	if (mb_likely(m->kind == MB_KIND_SLAB)) {
 		struct mb_slab *s = mb_slab_of(m, p, ip);
-		if (unlikely(s == NULL))
+		if (mb_unlikely(s == NULL))
 			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
-		if (unlikely(s->state[*ip] != MB_OBJ_ALLOCATED && s->state[*ip] != MB_OBJ_SAMPLED))
+		if (mb_unlikely(s->state[*ip] != MB_OBJ_ALLOCATED && s->state[*ip] != MB_OBJ_SAMPLED))
 			mb_fatal_pointer(func, freeing ? "double free detected" : "use after free (pointer already freed)", p);
 		*sp = s;
 		return m;
 	}
-	if (unlikely(m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1))))
+	if (mb_unlikely(m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1))))
 		mb_fatal_pointer(func,
 				 m->state == MB_PG_TAIL || m->kind == MB_KIND_LARGE ? "invalid pointer (inside an allocation)"
 				 : freeing ? "double free or invalid pointer"
@@ -223,12 +221,12 @@ static struct mb_page *live_or_die(const void *p, const char *func, int freeing,
  * with room: NULL, errors, sampled objects, large objects, full bins. */
 static __attribute__((noinline)) void free_slow(void *p, const char *func)
 {
-	if (unlikely(p == NULL))
+	if (mb_unlikely(p == NULL))
 		return;
 	struct mb_slab *s;
 	uint32_t i;
 	struct mb_page *m = live_or_die(p, func, 1, &s, &i);
-	if (likely(s != NULL)) {
+	if (mb_likely(s != NULL)) {
 		uint8_t *st = &s->state[i];
 		if (*st == MB_OBJ_SAMPLED)
 			mb_classify_freed(p);
@@ -249,7 +247,7 @@ static inline void raw_free(void *p, const char *func)
 {
 	/* NULL and foreign pointers fall outside the region: the slow path
 	 * sorts them out. */
-	if (likely(mb_free_cached(mb_tc, p)))
+	if (mb_likely(mb_tcache_push(mb_tc, p)))
 		return;
 	free_slow(p, func);
 }
@@ -351,7 +349,7 @@ static void verify(const void *p, const char *func)
  * is armed too, since free will verify it. */
 static inline int canaries_on(void)
 {
-	if (unlikely(__atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) != MB_PROCESS_READY))
+	if (mb_unlikely(__atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) != MB_PROCESS_READY))
 		mb_process_init(); /* on failure the allocation fails as well */
 	return mb_opt.check;
 }
@@ -368,7 +366,7 @@ static int grow(size_t n, size_t *out)
 
 void *mb_malloc(size_t n, int key)
 {
-	if (likely(!canaries_on()))
+	if (mb_likely(!canaries_on()))
 		return raw_malloc(n, key);
 	size_t m;
 	return grow(n, &m) ? NULL : arm(raw_malloc(m, key), "malloc");
@@ -376,7 +374,7 @@ void *mb_malloc(size_t n, int key)
 
 void *mb_calloc(size_t nmemb, size_t size, int key)
 {
-	if (likely(!canaries_on()))
+	if (mb_likely(!canaries_on()))
 		return raw_calloc(nmemb, size, key);
 	size_t n, m;
 	if (__builtin_mul_overflow(nmemb, size, &n) || grow(n, &m)) {
@@ -388,7 +386,7 @@ void *mb_calloc(size_t nmemb, size_t size, int key)
 
 void *mb_memalign(size_t align, size_t n, int key)
 {
-	if (likely(!canaries_on()))
+	if (mb_likely(!canaries_on()))
 		return raw_memalign(align, n, key);
 	size_t m;
 	return grow(n, &m) ? NULL : arm(raw_memalign(align, m, key), "memalign");
@@ -409,7 +407,7 @@ size_t mb_usable_size(const void *p, const char *func)
 
 void *mb_realloc(void *p, size_t n, int key, const char *func)
 {
-	if (likely(!canaries_on()))
+	if (mb_likely(!canaries_on()))
 		return raw_realloc(p, n, key, func);
 	if (p)
 		verify(p, func);

@@ -49,7 +49,7 @@ struct mb_tcache *mb_tcache_create(void)
 	struct mb_tcache *tc = mb_meta_alloc(sizeof(*tc));
 	if (tc) {
 		tc->flushed_ms = mb_now_ms();
-		tc->next_tick = 65536;
+		tc->next_tick = MB_TCACHE_TICK_BYTES;
 		tc->next = all_caches;
 		if (all_caches)
 			all_caches->prev = tc;
@@ -101,9 +101,8 @@ static void flush_locked(struct mb_tentry *e, uint32_t n)
 	}
 }
 
-void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep)
+void mb_tcache_flush(struct mb_tbin *bin, uint32_t keep)
 {
-	(void)tc;
 	if (bin->n <= keep)
 		return;
 	uint32_t drop = bin->n - keep;
@@ -148,7 +147,7 @@ void mb_tcache_tick(struct mb_tcache *tc)
 {
 	mb_alloc_clock_advance(tc->counts.alloc_bytes - tc->clock_sent);
 	tc->clock_sent = tc->counts.alloc_bytes;
-	tc->next_tick = tc->counts.alloc_bytes + 65536;
+	tc->next_tick = tc->counts.alloc_bytes + MB_TCACHE_TICK_BYTES;
 	mb_tcache_maybe_flush_all(tc);
 }
 

@@ -4,9 +4,15 @@
 #ifndef MB_TCACHE_H
 #define MB_TCACHE_H
 
+#include "compiler.h"
 #include "heap.h"
+#include "sizeclass.h"
 #include "slab.h"
 #include "thread.h"
+
+/* A thread's tick (mb_tcache_tick) comes every time it has allocated this
+ * many more bytes. */
+#define MB_TCACHE_TICK_BYTES 65536
 
 struct mb_tbin {
 	uint32_t n, cap;
@@ -36,11 +42,11 @@ void mb_tcache_destroy(struct mb_tcache *tc);
 uint32_t mb_tcache_refill(struct mb_tcache *tc, int key, unsigned sclass);
 /* Give key's bins their storage; 0 on success (or if they have it). */
 int mb_tcache_row(struct mb_tcache *tc, int key);
-/* Return the older half of a full bin to the slabs. */
-void mb_tcache_flush(struct mb_tcache *tc, struct mb_tbin *bin, uint32_t keep);
+/* Return the oldest entries of a bin to the slabs, keeping `keep`. */
+void mb_tcache_flush(struct mb_tbin *bin, uint32_t keep);
 /* Flush every bin of this thread (before fork, at trim, at exit). */
 size_t mb_tcache_flush_all(struct mb_tcache *tc); /* returns entries flushed */
-/* Every 64 KiB a thread allocates: advance the allocation clock and let
+/* Every MB_TCACHE_TICK_BYTES a thread allocates: advance the allocation clock and let
  * time-based work (cache flush, purge) happen even in a program whose
  * allocations never leave the fast path. */
 void mb_tcache_tick(struct mb_tcache *tc);
@@ -52,5 +58,74 @@ void mb_tcache_sum_counts_locked(struct mb_counts *out);
 
 /* In a fork child: only the forking thread's cache lives on. */
 void mb_tcache_fork_child(void);
+
+/* ---- inline, for the fast paths ---- */
+
+/* The bin of cache tc (this thread's, or NULL) that can serve n bytes of
+ * key at once, with *c its size class; NULL when there is no cache, n is
+ * not small or the bin is empty. The size class tables exist once the heap
+ * is set up, which a cache implies. */
+static inline struct mb_tbin *mb_tcache_ready_bin(struct mb_tcache *tc, size_t n, int key, unsigned *c)
+{
+	if (mb_likely(n <= MB_SMALL_MAX && tc != NULL)) {
+		*c = mb_size_class(n);
+		struct mb_tbin *bin = &tc->bin[key][*c];
+		if (mb_likely(bin->n != 0))
+			return bin;
+	}
+	return NULL;
+}
+
+/* Take the newest entry of a non-empty bin of class c, counted. */
+static inline void *mb_tcache_pop(struct mb_tcache *tc, struct mb_tbin *bin, int key, unsigned c)
+{
+	struct mb_tentry e = bin->e[--bin->n];
+	*e.st = MB_OBJ_ALLOCATED;
+	tc->counts.mallocs[key]++;
+	tc->counts.alloc_bytes += mb_classes[c].size;
+	return e.p;
+}
+
+/* Whether the thread's next tick is due. */
+static inline int mb_tcache_tick_due(const struct mb_tcache *tc)
+{
+	return tc->counts.alloc_bytes >= tc->next_tick;
+}
+
+/* Put p into cache tc (this thread's, or NULL) if it is a live small
+ * object whose bin has room; 0 if it needs the general way (which also
+ * catches NULL, foreign pointers and double frees). */
+static inline int mb_tcache_push(struct mb_tcache *tc, void *p)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	uintptr_t off = (uintptr_t)p - b->base;
+	if (mb_unlikely(off >= mb_heap.region_bytes))
+		return 0;
+	struct mb_page *m = &b->pages[off >> MB_PAGE_SHIFT];
+	if (mb_unlikely(m->kind != MB_KIND_SLAB))
+		return 0;
+	/* Everything but the state byte comes from the page record and the
+	 * class table. */
+	unsigned c = m->sclass;
+	const struct mb_class_info *ci = &mb_classes[c];
+	uintptr_t start = ((uintptr_t)p & ~(uintptr_t)(MB_PAGE_SIZE - 1)) - ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
+	uintptr_t o = (uintptr_t)p - start;
+	uint32_t i = (uint32_t)(((uint64_t)o * ci->magic) >> 32);
+	struct mb_slab *s = m->user.ptr;
+	/* i <= nobj, and state[nobj] is never MB_OBJ_ALLOCATED. */
+	if (mb_unlikely((uintptr_t)i * ci->size != o || s->state[i] != MB_OBJ_ALLOCATED || tc == NULL))
+		return 0;
+	struct mb_tbin *bin = &tc->bin[m->user32][c];
+	uint32_t n = bin->n;
+	if (mb_unlikely(n >= bin->cap))
+		return 0;
+	s->state[i] = MB_OBJ_CACHED;
+	tc->counts.frees++;
+	tc->counts.freed_bytes += ci->size;
+	bin->e[n].p = p;
+	bin->e[n].st = &s->state[i];
+	bin->n = n + 1;
+	return 1;
+}
 
 #endif
