@@ -176,8 +176,7 @@ static void fill_mallinfo2(struct mallinfo2 *mi)
 	if (mb_process_init() != 0)
 		return;
 	mb_heap_lock();
-	c = mb_heap.counts;
-	mb_tcache_sum_counts_locked(&c);
+	mb_tcache_sum_counts(&c);
 	struct mb_buddy *b = &mb_heap.buddy;
 	size_t held = b->pages_allocated << MB_PAGE_SHIFT;
 	mi->arena = held;                                 /* bytes taken from the region */

@@ -1,4 +1,5 @@
-/* Fast paths through the thread cache, slow paths through the heap lock.
+/* Fast paths through the thread cache, slow paths through the central
+ * structures of the slabs (small objects) or the heap lock (large ones).
  * Every pointer the program hands back is checked against the out-of-band
  * metadata before anything is written. */
 #include "config.h"
@@ -28,13 +29,16 @@ __attribute__((noinline)) void *mb_tick_then(struct mb_tcache *tc, void *p)
 	return p;
 }
 
-/* The heap is full: the free objects this thread's cache holds may be all
- * that keeps some slabs, and so their pages, from going back to the buddy.
- * Gives them back; returns 1 if there were any (a retry may succeed). */
+/* The heap is full: the free objects this thread's cache and the transfer
+ * caches hold may be all that keeps some slabs, and so their pages, from
+ * going back to the buddy. Gives them back; returns 1 if there were any (a
+ * retry may succeed). */
 static int give_back_cache(void)
 {
 	struct mb_tcache *tc = mb_tc;
-	return tc && mb_tcache_flush_all(tc) != 0;
+	size_t n = tc ? mb_tcache_flush_all(tc, 1) : 0;
+	n += mb_slab_drain();
+	return n != 0;
 }
 
 /* A page-granular allocation, retried once after the thread's cache was
@@ -76,18 +80,13 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 	}
 	/* No cache in this thread right now: one object straight from a slab. */
 	struct mb_tentry e;
-	mb_heap_lock();
-	unsigned got = mb_slab_refill_locked(key, c, &e, 1);
-	if (got) {
-		*e.st = MB_OBJ_ALLOCATED;
-		mb_heap.counts.mallocs[key]++;
-		mb_heap.counts.alloc_bytes += mb_classes[c].size;
-	}
-	mb_heap_unlock();
-	if (!got) {
+	if (!mb_slab_take(key, c, &e, 1)) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	*e.st = MB_OBJ_ALLOCATED;
+	mb_counts_add(mb_heap.counts.mallocs[key], 1);
+	mb_counts_add(mb_heap.counts.alloc_bytes, mb_classes[c].size);
 	return e.p;
 }
 
@@ -163,7 +162,7 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 		if (mb_tcache_row(tc, s->key) != 0)
 			goto direct;
 		if (bin->n == bin->cap)
-			mb_tcache_flush(bin, bin->cap / 2);
+			mb_tcache_flush(tc, s->key, s->sclass, bin->cap / 2);
 		tc->counts.frees++;
 		tc->counts.freed_bytes += s->size;
 		bin->e[bin->n].p = (void *)(s->start + (uintptr_t)i * s->size);
@@ -172,11 +171,10 @@ static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_
 		return;
 	}
 direct:
-	mb_heap_lock();
-	mb_heap.counts.frees++;
-	mb_heap.counts.freed_bytes += s->size;
-	mb_slab_put_locked(s, i);
-	mb_heap_unlock();
+	mb_counts_add(mb_heap.counts.frees, 1);
+	mb_counts_add(mb_heap.counts.freed_bytes, s->size);
+	struct mb_tentry e = { (void *)(s->start + (uintptr_t)i * s->size), st };
+	mb_slab_give(s->key, s->sclass, &e, 1, 1);
 }
 
 /* The page record of p if p lies in the heap, else NULL. */
@@ -309,13 +307,10 @@ int mb_trim(void)
 		return 0;
 	struct mb_tcache *tc = mb_tc;
 	if (tc)
-		mb_tcache_flush_all(tc);
-	mb_heap_lock();
-	uint64_t before = mb_heap.released_bytes;
-	mb_purge_locked(1);
-	int released = mb_heap.released_bytes != before;
-	mb_heap_unlock();
-	return released;
+		mb_tcache_flush_all(tc, 1);
+	uint64_t before = __atomic_load_n(&mb_heap.released_bytes, __ATOMIC_RELAXED);
+	mb_purge(1);
+	return __atomic_load_n(&mb_heap.released_bytes, __ATOMIC_RELAXED) != before;
 }
 
 /* ---- MBUDDY_CHECK=1: a canary in the last 8 bytes of every object ----

@@ -29,15 +29,18 @@ struct mb_counts {
 	int64_t live_requested;      /* bytes the program asked for, large objects */
 };
 
+/* Add v to a counter of mb_heap.counts, which any thread may update. */
+#define mb_counts_add(field, v) __atomic_fetch_add(&(field), (v), __ATOMIC_RELAXED)
+
 struct mb_heap {
 	pthread_mutex_t lock;
 	struct mb_buddy buddy;
 	size_t region_bytes;
-	struct mb_counts counts;     /* folded from exited threads and slow paths */
+	struct mb_counts counts;     /* folded from exited threads, cache-less paths and
+				      * large objects; written atomically (tcache.h) */
 	uint64_t slab_pages;         /* pages held by slabs */
 	uint64_t large_objects;
 	uint64_t released_bytes;     /* handed back to the kernel */
-	uint64_t next_purge_ms;
 	uint64_t calloc_zero_skips;  /* calloc memsets avoided on fresh pages */
 	uint64_t inplace_grows, inplace_shrinks;
 };
@@ -60,6 +63,13 @@ void mb_heap_fork_child(void);
 
 /* Milliseconds on a coarse monotonic clock. */
 uint64_t mb_now_ms(void);
+
+/* With the heap lock held, before freeing to the buddy: the time the buddy
+ * stamps on pageblocks that fall idle (the decay counts from it). */
+static inline void mb_heap_stamp_locked(void)
+{
+	mb_heap.buddy.clock = mb_now_ms();
+}
 
 /* The allocation clock: bytes handed out so far. Approximate: a thread adds
  * its own allocations in steps (tcache.h), large objects add theirs at once.

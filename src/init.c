@@ -5,6 +5,7 @@
 #include "heap.h"
 #include "options.h"
 #include "sizeclass.h"
+#include "slab.h"
 #include "stats.h"
 #include "tcache.h"
 #include "thread.h"
@@ -22,24 +23,30 @@ static __thread int setting_up MB_TLS;
 
 /* ---- fork ---- */
 
-/* Every lock of the allocator is taken before fork, in one order
- * (classification's, then the heap's), so the child starts with none held
- * by a thread it does not have. */
+/* Every lock of the allocator is taken before fork, in the order they nest
+ * (classification's, the central locks of the slabs in index order, the
+ * heap's, the list of thread caches), so the child starts with none held
+ * by a thread it does not have and every structure consistent. */
 static void fork_prepare(void)
 {
 	mb_classify_fork_prepare();
+	mb_slab_fork_prepare();
 	mb_heap_lock();
+	mb_tcache_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	mb_tcache_fork_parent();
 	mb_heap_unlock();
+	mb_slab_fork_parent();
 	mb_classify_fork_parent();
 }
 
 static void fork_child(void)
 {
 	mb_heap_fork_child();
+	mb_slab_fork_child();
 	mb_classify_fork_child();
 	mb_stats_fork_child();
 	mb_tcache_fork_child();

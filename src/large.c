@@ -48,8 +48,8 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 		}
 	}
 	if (idx < 0) {
-		mb_purge_maybe_locked();
 		mb_heap_unlock();
+		mb_purge_maybe();
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -58,14 +58,14 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 	m->user16 = 0;
 	m->user.u64 = bytes;
 	mb_heap.large_objects++;
-	mb_heap.counts.mallocs[type]++;
-	mb_heap.counts.alloc_bytes += npages << MB_PAGE_SHIFT;
-	mb_heap.counts.live_requested += (int64_t)bytes;
+	mb_counts_add(mb_heap.counts.mallocs[type], 1);
+	mb_counts_add(mb_heap.counts.alloc_bytes, npages << MB_PAGE_SHIFT);
+	mb_counts_add(mb_heap.counts.live_requested, (int64_t)bytes);
 	mb_alloc_clock_advance(npages << MB_PAGE_SHIFT);
 	if (zero && zeroed)
 		mb_heap.calloc_zero_skips++;
-	mb_purge_maybe_locked();
 	mb_heap_unlock();
+	mb_purge_maybe();
 
 	void *p = mb_buddy_page_addr(b, (size_t)idx);
 	if (zero && !zeroed)
@@ -84,15 +84,16 @@ void mb_large_free(void *p, struct mb_page *m)
 	}
 	size_t idx = (size_t)(m - b->pages);
 	mb_heap.large_objects--;
-	mb_heap.counts.frees++;
-	mb_heap.counts.freed_bytes += (size_t)m->npages << MB_PAGE_SHIFT;
-	mb_heap.counts.live_requested -= (int64_t)m->user.u64;
+	mb_counts_add(mb_heap.counts.frees, 1);
+	mb_counts_add(mb_heap.counts.freed_bytes, (size_t)m->npages << MB_PAGE_SHIFT);
+	mb_counts_add(mb_heap.counts.live_requested, -(int64_t)m->user.u64);
 	m->kind = MB_KIND_NONE;
 	m->user16 = 0;
 	m->user.u64 = 0;
+	mb_heap_stamp_locked();
 	mb_buddy_free(b, idx);
-	mb_purge_maybe_locked();
 	mb_heap_unlock();
+	mb_purge_maybe();
 }
 
 int mb_large_resize(void *p, struct mb_page *m, size_t n, const char *func)
@@ -105,20 +106,22 @@ int mb_large_resize(void *p, struct mb_page *m, size_t n, const char *func)
 		mb_fatal_pointer(func, "double free or invalid pointer", p);
 	}
 	size_t old_pages = m->npages;
+	mb_heap_stamp_locked(); /* a shrink frees pages */
 	int ok = mb_buddy_resize(b, (size_t)(m - b->pages), npages) == 0;
 	if (ok) {
 		if (npages > old_pages)
-			mb_heap.counts.alloc_bytes += (npages - old_pages) << MB_PAGE_SHIFT;
+			mb_counts_add(mb_heap.counts.alloc_bytes, (npages - old_pages) << MB_PAGE_SHIFT);
 		else
-			mb_heap.counts.freed_bytes += (old_pages - npages) << MB_PAGE_SHIFT;
-		mb_heap.counts.live_requested += (int64_t)n - (int64_t)m->user.u64;
+			mb_counts_add(mb_heap.counts.freed_bytes, (old_pages - npages) << MB_PAGE_SHIFT);
+		mb_counts_add(mb_heap.counts.live_requested, (int64_t)n - (int64_t)m->user.u64);
 		m->user.u64 = n;
 		if (npages > old_pages)
 			mb_heap.inplace_grows++;
 		else if (npages < old_pages)
 			mb_heap.inplace_shrinks++;
-		mb_purge_maybe_locked();
 	}
 	mb_heap_unlock();
+	if (ok)
+		mb_purge_maybe();
 	return ok ? 0 : -1;
 }

@@ -49,18 +49,39 @@ static inline struct mb_slab *mb_slab_of(const struct mb_page *m, const void *p,
 	return s;
 }
 
-/* With the heap lock held: move up to `want` free objects of (key, class)
- * into out[], marking them cached. Creates slabs as needed. Returns how
- * many were taken (0 when the heap is exhausted). */
-unsigned mb_slab_refill_locked(int key, unsigned sclass, struct mb_tentry *out, unsigned want);
+/* The central structure of each (slab key, class) has a lock of its own;
+ * the heap lock is taken inside it only to create or destroy a slab. Lock
+ * order: site lock, then central locks (in index order when more than one),
+ * then the heap lock. */
 
-/* With the heap lock held: give the kernel back the pages of sparsely used
- * slabs on which every object is free (they read as zero when reused, and
- * an object's contents are undefined anyway). Returns pages released. */
-size_t mb_slab_purge_locked(void);
+/* Move up to `want` free objects of (key, class) into out[], marked
+ * cached: the newest from the transfer cache first, then from the fullest
+ * slabs, creating slabs as needed. Returns how many were taken (0 when
+ * the heap is exhausted). Takes the class's central lock. */
+unsigned mb_slab_take(int key, unsigned sclass, struct mb_tentry *out, unsigned want);
 
-/* With the heap lock held: return a cached or allocated object to its slab;
- * a slab left entirely free goes back to the buddy. */
-void mb_slab_put_locked(struct mb_slab *s, uint32_t index);
+/* Give back n cached objects of (key, class): as one batch into the
+ * transfer cache when it has room and to_slabs is 0, else each to its slab
+ * (a slab left entirely free goes back to the buddy). Takes the class's
+ * central lock. */
+void mb_slab_give(int key, unsigned sclass, const struct mb_tentry *e, unsigned n, int to_slabs);
+
+/* With no lock held: return to their slabs the transfer-cache objects no
+ * refill used since the last call (all of them if force), then give the
+ * kernel back the pages of sparsely used slabs on which every object is
+ * free (they read as zero when reused, and an object's contents are
+ * undefined anyway), at most `budget` pages. Takes each central lock in
+ * turn. Returns pages released; *failed counts refused releases. */
+size_t mb_slab_purge(size_t budget, int force, unsigned *failed);
+
+/* With no lock held: every transfer cache back to the slabs (the heap is
+ * full). Returns the objects moved. */
+size_t mb_slab_drain(void);
+
+/* Around fork: take every central lock in index order, release them, or
+ * (in the child) make them anew. */
+void mb_slab_fork_prepare(void);
+void mb_slab_fork_parent(void);
+void mb_slab_fork_child(void);
 
 #endif

@@ -65,8 +65,7 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	s->pb_high = b->pb_high;
 	s->global_resident = b->nr_dirty;
 	s->count = b->count;
-	s->counts = mb_heap.counts;
-	mb_tcache_sum_counts_locked(&s->counts);
+	mb_tcache_sum_counts(&s->counts);
 	/* Allocations are counted per slab key; the report shows types. */
 	for (int k = MB_NTYPES; k < MB_NKEYS; k++) {
 		s->counts.mallocs[mb_key_type(k)] += s->counts.mallocs[k];

@@ -4,8 +4,10 @@
 #include "options.h"
 #include "purge.h"
 
-/* Every live cache, for the counters. Under the heap lock. */
+/* Every live cache, for the counters. Its lock nests inside every other
+ * lock and takes none itself. */
 static struct mb_tcache *all_caches;
+static pthread_mutex_t caches_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
 static size_t row_bytes(void)
 {
@@ -15,47 +17,64 @@ static size_t row_bytes(void)
 	return entries * sizeof(struct mb_tentry);
 }
 
-static void counts_add(struct mb_counts *to, const struct mb_counts *from)
+/* Into the heap's counters: atomically, since cache-less paths and large
+ * objects add to them without the list's lock. */
+static void counts_fold(struct mb_counts *to, const struct mb_counts *from)
 {
 	for (int k = 0; k < MB_NKEYS; k++)
-		to->mallocs[k] += from->mallocs[k];
-	to->frees += from->frees;
-	to->alloc_bytes += from->alloc_bytes;
-	to->freed_bytes += from->freed_bytes;
-	to->live_requested += from->live_requested;
+		mb_counts_add(to->mallocs[k], from->mallocs[k]);
+	mb_counts_add(to->frees, from->frees);
+	mb_counts_add(to->alloc_bytes, from->alloc_bytes);
+	mb_counts_add(to->freed_bytes, from->freed_bytes);
+	mb_counts_add(to->live_requested, from->live_requested);
+}
+
+static void counts_read(struct mb_counts *to, const struct mb_counts *from)
+{
+	for (int k = 0; k < MB_NKEYS; k++)
+		to->mallocs[k] += __atomic_load_n(&from->mallocs[k], __ATOMIC_RELAXED);
+	to->frees += __atomic_load_n(&from->frees, __ATOMIC_RELAXED);
+	to->alloc_bytes += __atomic_load_n(&from->alloc_bytes, __ATOMIC_RELAXED);
+	to->freed_bytes += __atomic_load_n(&from->freed_bytes, __ATOMIC_RELAXED);
+	to->live_requested += __atomic_load_n(&from->live_requested, __ATOMIC_RELAXED);
 }
 
 void mb_tcache_destroy(struct mb_tcache *tc)
 {
-	mb_tcache_flush_all(tc);
-	mb_heap_lock();
-	counts_add(&mb_heap.counts, &tc->counts);
+	mb_tcache_flush_all(tc, 1);
+	pthread_mutex_lock(&caches_lock);
+	counts_fold(&mb_heap.counts, &tc->counts);
 	if (tc->prev)
 		tc->prev->next = tc->next;
 	else
 		all_caches = tc->next;
 	if (tc->next)
 		tc->next->prev = tc->prev;
+	pthread_mutex_unlock(&caches_lock);
+	mb_heap_lock();
 	for (int k = 0; k < MB_NKEYS; k++)
 		if (tc->row[k])
 			mb_meta_free(tc->row[k], row_bytes());
 	mb_meta_free(tc, sizeof(*tc));
 	mb_heap_unlock();
+	mb_purge_maybe();
 }
 
 struct mb_tcache *mb_tcache_create(void)
 {
 	mb_heap_lock();
 	struct mb_tcache *tc = mb_meta_alloc(sizeof(*tc));
-	if (tc) {
-		tc->flushed_ms = mb_now_ms();
-		tc->next_tick = MB_TCACHE_TICK_BYTES;
-		tc->next = all_caches;
-		if (all_caches)
-			all_caches->prev = tc;
-		all_caches = tc;
-	}
 	mb_heap_unlock();
+	if (!tc)
+		return NULL;
+	tc->flushed_ms = mb_now_ms();
+	tc->next_tick = MB_TCACHE_TICK_BYTES;
+	pthread_mutex_lock(&caches_lock);
+	tc->next = all_caches;
+	if (all_caches)
+		all_caches->prev = tc;
+	all_caches = tc;
+	pthread_mutex_unlock(&caches_lock);
 	return tc;
 }
 
@@ -85,49 +104,39 @@ uint32_t mb_tcache_refill(struct mb_tcache *tc, int key, unsigned c)
 	unsigned want = bin->cap / 2;
 	if (want == 0)
 		want = 1;
-	mb_heap_lock();
-	bin->n += mb_slab_refill_locked(key, c, bin->e + bin->n, want);
-	mb_heap_unlock();
+	bin->n += mb_slab_take(key, c, bin->e + bin->n, want);
 	return bin->n;
 }
 
-static void flush_locked(struct mb_tentry *e, uint32_t n)
+void mb_tcache_flush(struct mb_tcache *tc, int key, unsigned c, uint32_t keep)
 {
-	struct mb_buddy *b = &mb_heap.buddy;
-	for (uint32_t i = 0; i < n; i++) {
-		struct mb_page *m = &b->pages[mb_buddy_page_index(b, e[i].p)];
-		struct mb_slab *s = m->user.ptr;
-		mb_slab_put_locked(s, (uint32_t)(e[i].st - s->state));
-	}
-}
-
-void mb_tcache_flush(struct mb_tbin *bin, uint32_t keep)
-{
+	struct mb_tbin *bin = &tc->bin[key][c];
 	if (bin->n <= keep)
 		return;
 	uint32_t drop = bin->n - keep;
-	mb_heap_lock();
 	/* The oldest entries are at the bottom: return those. */
-	flush_locked(bin->e, drop);
-	mb_purge_maybe_locked();
-	mb_heap_unlock();
+	mb_slab_give(key, c, bin->e, drop, 0);
 	for (uint32_t i = 0; i < keep; i++)
 		bin->e[i] = bin->e[i + drop];
 	bin->n = keep;
+	mb_purge_maybe();
 }
 
-size_t mb_tcache_flush_all(struct mb_tcache *tc)
+size_t mb_tcache_flush_all(struct mb_tcache *tc, int to_slabs)
 {
 	size_t n = 0;
-	mb_heap_lock();
-	for (int k = 0; k < MB_NKEYS; k++)
+	for (int k = 0; k < MB_NKEYS; k++) {
+		if (!tc->row[k])
+			continue;
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
 			struct mb_tbin *bin = &tc->bin[k][c];
-			flush_locked(bin->e, bin->n);
+			if (!bin->n)
+				continue;
+			mb_slab_give(k, c, bin->e, bin->n, to_slabs);
 			n += bin->n;
 			bin->n = 0;
 		}
-	mb_heap_unlock();
+	}
 	return n;
 }
 
@@ -137,10 +146,8 @@ void mb_tcache_maybe_flush_all(struct mb_tcache *tc)
 	if (now - tc->flushed_ms < mb_opt.decay_ms)
 		return;
 	tc->flushed_ms = now;
-	mb_tcache_flush_all(tc);
-	mb_heap_lock();
-	mb_purge_maybe_locked();
-	mb_heap_unlock();
+	mb_tcache_flush_all(tc, 0);
+	mb_purge_maybe();
 }
 
 void mb_tcache_tick(struct mb_tcache *tc)
@@ -151,21 +158,36 @@ void mb_tcache_tick(struct mb_tcache *tc)
 	mb_tcache_maybe_flush_all(tc);
 }
 
-void mb_tcache_sum_counts_locked(struct mb_counts *out)
+void mb_tcache_sum_counts(struct mb_counts *out)
 {
+	*out = (struct mb_counts){ 0 };
+	pthread_mutex_lock(&caches_lock);
+	counts_read(out, &mb_heap.counts);
 	for (struct mb_tcache *tc = all_caches; tc; tc = tc->next)
-		counts_add(out, &tc->counts);
+		counts_read(out, &tc->counts);
+	pthread_mutex_unlock(&caches_lock);
+}
+
+void mb_tcache_fork_prepare(void)
+{
+	pthread_mutex_lock(&caches_lock);
+}
+
+void mb_tcache_fork_parent(void)
+{
+	pthread_mutex_unlock(&caches_lock);
 }
 
 void mb_tcache_fork_child(void)
 {
+	mb_mutex_init_recursive(&caches_lock);
 	/* Only the forking thread survives; the other threads' caches stay
 	 * allocated (their objects are simply lost, as with every malloc), but
 	 * their counters must not be counted twice. Keep ours. */
 	struct mb_tcache *self = mb_tc;
 	for (struct mb_tcache *tc = all_caches; tc; tc = tc->next)
 		if (tc != self)
-			counts_add(&mb_heap.counts, &tc->counts);
+			counts_fold(&mb_heap.counts, &tc->counts);
 	all_caches = self;
 	if (self)
 		self->next = self->prev = NULL;

@@ -36,16 +36,21 @@ struct mb_tcache {
 
 /* A new, empty cache, counted among the live ones; NULL without memory. */
 struct mb_tcache *mb_tcache_create(void);
-/* Give every entry of tc back, add its counters to the heap's, free it. */
+/* Give every entry of tc back to the slabs, add its counters to the
+ * heap's, free it. */
 void mb_tcache_destroy(struct mb_tcache *tc);
-/* Refill a bin from the central slabs; returns entries now in the bin. */
+/* Refill a bin from its central structure (slab.h); returns entries now in
+ * the bin. */
 uint32_t mb_tcache_refill(struct mb_tcache *tc, int key, unsigned sclass);
 /* Give key's bins their storage; 0 on success (or if they have it). */
 int mb_tcache_row(struct mb_tcache *tc, int key);
-/* Return the oldest entries of a bin to the slabs, keeping `keep`. */
-void mb_tcache_flush(struct mb_tbin *bin, uint32_t keep);
-/* Flush every bin of this thread (before fork, at trim, at exit). */
-size_t mb_tcache_flush_all(struct mb_tcache *tc); /* returns entries flushed */
+/* Give all but the newest `keep` entries of the bin of (key, class) back to
+ * its central structure, as one batch. */
+void mb_tcache_flush(struct mb_tcache *tc, int key, unsigned sclass, uint32_t keep);
+/* Give every entry back: to the slabs themselves if to_slabs (at exit, at
+ * trim, when the heap is full), else through the transfer caches. Returns
+ * the entries given back. */
+size_t mb_tcache_flush_all(struct mb_tcache *tc, int to_slabs);
 /* Every MB_TCACHE_TICK_BYTES a thread allocates: advance the allocation clock and let
  * time-based work (cache flush, purge) happen even in a program whose
  * allocations never leave the fast path. */
@@ -53,10 +58,14 @@ void mb_tcache_tick(struct mb_tcache *tc);
 /* On slow paths: empty every bin once per decay period, so objects cached
  * by a thread cannot keep idle slabs (and their pageblocks) alive. */
 void mb_tcache_maybe_flush_all(struct mb_tcache *tc);
-/* Sum the counters of every live cache into *out (lock held). */
-void mb_tcache_sum_counts_locked(struct mb_counts *out);
+/* Every counter of the process: the heap's plus every live cache's, read
+ * under the lock of the list of caches (which nests inside every other). */
+void mb_tcache_sum_counts(struct mb_counts *out);
 
-/* In a fork child: only the forking thread's cache lives on. */
+/* Around fork: the list's lock; in the child only the forking thread's
+ * cache lives on. */
+void mb_tcache_fork_prepare(void);
+void mb_tcache_fork_parent(void);
 void mb_tcache_fork_child(void);
 
 /* ---- inline, for the fast paths ---- */

@@ -666,10 +666,10 @@ static void end_of_input(void)
 
 	struct mb_buddy *b = &mb_heap.buddy;
 	mb_heap_lock();
-	struct mb_counts c = mb_heap.counts;
+	struct mb_counts c;
 	size_t nr_global = b->nr_global, nblocks = b->nblocks, pages = b->pages_allocated, dirty = b->nr_dirty;
 	uint64_t slab_pages = mb_heap.slab_pages, large = mb_heap.large_objects;
-	mb_tcache_sum_counts_locked(&c);
+	mb_tcache_sum_counts(&c);
 	mb_heap_unlock();
 	REQUIRE(pages == 0, "%zu pages still allocated with no live object", pages);
 	REQUIRE(slab_pages == 0 && large == 0, "%llu slab pages and %llu large objects left with no live object",
