@@ -10,7 +10,9 @@ preload_tests = \
 	tests/preload/api_conformance \
 	tests/preload/cxx_operators \
 	tests/preload/threads_stress \
+	tests/preload/remote_free \
 	tests/preload/fork_threads \
+	tests/preload/fork_caches \
 	tests/preload/dlopen_loop \
 	tests/preload/exhaustion \
 	tests/preload/overflow_metadata
@@ -34,9 +36,17 @@ tests_preload_threads_stress_SOURCES = tests/preload/threads_stress.c tests/prel
 tests_preload_threads_stress_CFLAGS = $(preload_cflags)
 tests_preload_threads_stress_LDADD = $(preload_ldadd)
 
+tests_preload_remote_free_SOURCES = tests/preload/remote_free.c tests/preload/ptest.h
+tests_preload_remote_free_CFLAGS = $(preload_cflags)
+tests_preload_remote_free_LDADD = $(preload_ldadd)
+
 tests_preload_fork_threads_SOURCES = tests/preload/fork_threads.c tests/preload/ptest.h
 tests_preload_fork_threads_CFLAGS = $(preload_cflags)
 tests_preload_fork_threads_LDADD = $(preload_ldadd)
+
+tests_preload_fork_caches_SOURCES = tests/preload/fork_caches.c tests/preload/ptest.h
+tests_preload_fork_caches_CFLAGS = $(preload_cflags)
+tests_preload_fork_caches_LDADD = $(preload_ldadd)
 
 tests_preload_dlopen_loop_SOURCES = tests/preload/dlopen_loop.c tests/preload/ptest.h
 tests_preload_dlopen_loop_CFLAGS = $(preload_cflags)
