@@ -57,6 +57,17 @@ static double pinned_target(const struct sink *s, double at)
 	return f * s->budget;
 }
 
+/* Whether n more bytes fit below target. An object that crosses it fits
+ * with the odds of the room left, so that sinks whose budget is smaller
+ * than their objects do not all overshoot: on average they hold their
+ * budget. */
+static int fits(struct thr *t, size_t have, double target, size_t n)
+{
+	if ((double)have >= target)
+		return 0;
+	return (double)(have + n) <= target || rng_unit(&t->rng) * (double)n < target - (double)have;
+}
+
 /* Top a sink up to `target` bytes with objects of its feeders; a full heap
  * (the allocation needed relief) ends the top-up. */
 static void top_up(struct thr *t, struct sink *s, double target)
@@ -70,6 +81,8 @@ static void top_up(struct thr *t, struct sink *s, double target)
 			f++;
 		const struct behav *b = &behavs[s->feeder[f]];
 		size_t n = draw_size(&t->rng, &b->sz);
+		if (!fits(t, s->bytes, target, n))
+			return;
 		struct obj *o = alloc_obj(t, b, n, (int)(s - sinks));
 		if (!o)
 			return;
@@ -114,12 +127,12 @@ static void one_op(struct thr *t)
 		c++;
 	int sink = b->comp[c].sink;
 	t->ops++;
+	size_t n = draw_size(&t->rng, &b->sz);
 	/* Pinned data grows on its schedule, no faster. */
-	if (sinks[sink].kind == S_PINNED && (double)sinks[sink].bytes >= pinned_target(&sinks[sink], t->at)) {
+	if (sinks[sink].kind == S_PINNED && !fits(t, sinks[sink].bytes, pinned_target(&sinks[sink], t->at), n)) {
 		t->skipped++;
 		return;
 	}
-	size_t n = draw_size(&t->rng, &b->sz);
 	struct obj *o = alloc_obj(t, b, n, sink);
 	if (o)
 		deliver(t, o);
@@ -261,8 +274,14 @@ static void *thread_main(void *arg)
 		M.rss_before_drop = rss_bytes();
 		for (int k = 0; k < nsinks; k++)
 			M.live_kind[sinks[k].kind] += (double)sinks[k].bytes;
-		if (P.stats_signal)
+		if (P.stats_signal) {
+			/* libmbuddy writes the report asked for at its next large
+			 * allocation: make one now, before the drop. */
 			raise(P.stats_signal);
+			void *p = malloc((size_t)1 << 20);
+			__asm__ volatile("" : : "r"(p) : "memory"); /* not optimised away */
+			free(p);
+		}
 	}
 	wait_all();
 	drop(t);

@@ -20,7 +20,7 @@
 #define MAX_SITES 2000
 #define MAX_THREADS 4
 #define MAX_CACHES 64
-#define MAX_SINKS (2 * MAX_SITES + MAX_CACHES)
+#define MAX_SINKS (3 * MAX_SITES + MAX_CACHES) /* a mixed site has three of its own */
 #define MAX_COMPS 4
 #define MIN_OBJ 16
 #define PAGE 4096

@@ -49,6 +49,10 @@ static double mean_size(const struct sizes *sz)
 
 static int new_sink(int kind, int owner)
 {
+	if (nsinks == MAX_SINKS) {
+		fprintf(stderr, "gen: more than %d sinks\n", MAX_SINKS);
+		exit(1);
+	}
 	struct sink *s = &sinks[nsinks];
 	s->kind = kind;
 	s->owner = owner;

@@ -178,7 +178,8 @@ static void cache_insert(struct thr *t, struct sink *s, struct obj *o)
 	else
 		ring_push(s, o);
 	s->bytes += o->size;
-	while (s->bytes > s->budget && s->count > 1) {
+	/* Down to empty: a cache smaller than an object does not keep it. */
+	while (s->bytes > s->budget && s->count > 0) {
 		struct obj *v = cache_victim(t, s);
 		s->bytes -= v->size;
 		release(t, v);
