@@ -290,6 +290,9 @@ def parse_args(argv=None):
     p.add_argument("--out-md", default="bench-results/sweep.md",
                    help="report (default: %(default)s; empty: none)")
     p.add_argument("--from-json", metavar="FILE", help="do not run: rebuild the report from FILE")
+    p.add_argument("--update", metavar="FILE",
+                   help="merge this run's configurations into the results in FILE (replacing "
+                        "those of the same seeds) and report on all of them")
     p.add_argument("--params", type=int, metavar="SEED",
                    help="print the parameters and command lines of SEED and exit")
     p.add_argument("--worst", type=int, default=5, help="worst configurations listed (default: 5)")
@@ -326,6 +329,17 @@ def write_outputs(args, data):
     print(text)
     if args.out_md:
         print(f"wrote {args.out_md}", file=sys.stderr)
+
+
+def merge(old, new):
+    """old's results with new's configurations put in place of the same seeds."""
+    seeds = set(new["params"])
+    out = {"meta": dict(old["meta"], updated=new["meta"]["date"],
+                        updated_seeds=sorted(int(s) for s in seeds))}
+    for key in ("params", "commands"):
+        out[key] = {**old.get(key, {}), **new[key]}
+    out["runs"] = [r for r in old["runs"] if str(r["seed"]) not in seeds] + new["runs"]
+    return out
 
 
 def save_stats(args, runs):
@@ -382,6 +396,8 @@ def main(argv=None):
             "commands": {str(s): {v.name: command_line(v, s, params[s], gen) for v in vs}
                          for s in seeds},
             "runs": runs}
+    if args.update:
+        data = merge(json.loads(Path(args.update).read_text()), data)
     if args.out_json:
         Path(args.out_json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out_json).write_text(json.dumps(data, indent=1))

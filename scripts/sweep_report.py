@@ -152,6 +152,9 @@ def section_header(data, rows):
     ok = sum(1 for r in rows if r.ok)
     L.append(f"* {len(rows)} configurations ({ok} complete), {len(data['runs'])} runs, "
              f"{m.get('jobs')} at a time, {m.get('total_sec', 0) / 60:.1f} min")
+    if m.get("updated_seeds"):
+        L.append(f"* Re-run on {m['updated']} and merged in: seeds "
+                 + ", ".join(map(str, m["updated_seeds"])))
     if m.get("overrides"):
         L.append("* Overrides: " + ", ".join(f"{k}={v}" for k, v in m["overrides"]))
     L.append("* on = libmbuddy classified; off = `MBUDDY_CLASSIFY=off`; both capped at "
