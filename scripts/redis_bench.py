@@ -138,10 +138,17 @@ def info_memory(port, pid):
     return out
 
 
-def take_stats(proc, path, timeout=10):
-    """Ask libmbuddy for its report and return it once written."""
+def take_stats(proc, port, path, timeout=10):
+    """Ask libmbuddy for its report and return it once written. libmbuddy
+    writes it at its next large allocation: a 1 MiB value set and deleted
+    at once makes one."""
     before = path.stat().st_mtime_ns if path.exists() else None
     proc.send_signal(getattr(signal, "SIG" + STATS_SIGNAL))
+    time.sleep(0.1)
+    probe = "__mbuddy_stats_probe__"
+    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "-x", "SET", probe],
+                   input=b"x" * (1 << 20), capture_output=True, timeout=60)
+    cli(port, "DEL", probe)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and path.stat().st_mtime_ns != before:
@@ -209,7 +216,7 @@ def run_server(name, preload, extra_env, args, streams, tmp):
         result["fill_sec"] = time.monotonic() - t0
         result["after_fill"] = info_memory(port, proc.pid)
         if is_mbuddy:
-            result["stats_after_fill"] = summarise_stats(take_stats(proc, stats_path))
+            result["stats_after_fill"] = summarise_stats(take_stats(proc, port, stats_path))
         t0 = time.monotonic()
         with open(streams["del"], "rb") as f:
             cli(port, "--pipe", stdin=f)
@@ -218,7 +225,7 @@ def run_server(name, preload, extra_env, args, streams, tmp):
         time.sleep(args.idle)
         result["after_idle"] = info_memory(port, proc.pid)
         if is_mbuddy:
-            result["stats_after_delete"] = summarise_stats(take_stats(proc, stats_path))
+            result["stats_after_delete"] = summarise_stats(take_stats(proc, port, stats_path))
         cli(port, "SHUTDOWN", "NOSAVE")
         proc.wait(30)
     except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
