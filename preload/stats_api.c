@@ -74,10 +74,10 @@ EXPORT int mbuddy_pointer_type(const void *p)
 		return -1;
 	mb_heap_lock();
 	size_t idx = mb_buddy_page_index(b, p);
-	int st = b->pages[idx].state;
+	int allocated = mb_buddy_page_allocated(b, idx);
 	int type = mb_buddy_pb_type(b, idx >> b->pb_order);
 	mb_heap_unlock();
-	if ((st != MB_PG_ALLOC && st != MB_PG_TAIL) || type == MB_PB_GLOBAL)
+	if (!allocated)
 		return -1;
 	return type;
 }

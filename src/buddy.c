@@ -19,22 +19,40 @@ static void set_pb_type(struct mb_buddy *b, size_t pb, int type)
 {
 	uint64_t *w = &b->usemap[pb / 32];
 	unsigned shift = (pb % 32) * 2;
-	*w = (*w & ~((uint64_t)3 << shift)) | ((uint64_t)type << shift);
+	uint64_t stored = (uint64_t)((type + 1) & 3); /* MB_PB_GLOBAL is stored as 0 */
+	*w = (*w & ~((uint64_t)3 << shift)) | (stored << shift);
 }
 
 static int global_test(const struct mb_buddy *b, size_t pb)
 {
-	return (b->global_map[pb / 64] >> (pb % 64)) & 1;
+	return !((b->owned_map[pb / 64] >> (pb % 64)) & 1);
 }
 
-static void global_set(struct mb_buddy *b, size_t pb)
+static void owned_set(struct mb_buddy *b, size_t pb)
 {
-	b->global_map[pb / 64] |= (uint64_t)1 << (pb % 64);
+	b->owned_map[pb / 64] |= (uint64_t)1 << (pb % 64);
 }
 
-static void global_clear(struct mb_buddy *b, size_t pb)
+static void owned_clear(struct mb_buddy *b, size_t pb)
 {
-	b->global_map[pb / 64] &= ~((uint64_t)1 << (pb % 64));
+	b->owned_map[pb / 64] &= ~((uint64_t)1 << (pb % 64));
+}
+
+/* The first index in [from, to) whose bit in map is `want`, else to. */
+static size_t find_bit(const uint64_t *map, size_t from, size_t to, int want)
+{
+	for (size_t i = from; i < to;) {
+		uint64_t w = map[i / 64];
+		if (!want)
+			w = ~w;
+		w &= ~(uint64_t)0 << (i % 64);
+		if (w) {
+			size_t j = (i & ~(size_t)63) + (size_t)__builtin_ctzll(w);
+			return j < to ? j : to;
+		}
+		i = (i & ~(size_t)63) + 64;
+	}
+	return to;
 }
 
 /* ---- free lists of page indices ---- */
@@ -84,45 +102,79 @@ static void add_free_block(struct mb_buddy *b, size_t idx, unsigned order, int t
 	list_add(b, &b->free_area[type][order], (uint32_t)idx, at_tail);
 }
 
+/* ---- page records of a pageblock ---- */
+
+/* Zero a pageblock's page records: hand their pages back when they fill
+ * whole pages, else clear them. */
+static void records_clear(struct mb_buddy *b, size_t pb)
+{
+	if (!(b->pb_flags[pb] & MB_PBF_RECORDS))
+		return;
+	struct mb_page *r = &b->pages[pb << b->pb_order];
+	size_t bytes = b->pb_pages * sizeof(struct mb_page);
+	if (bytes % MB_PAGE_SIZE != 0 || !b->release || b->release(r, bytes) != 0)
+		memset(r, 0, bytes);
+	b->pb_flags[pb] &= (uint8_t)~MB_PBF_RECORDS;
+	b->nr_records--;
+}
+
+/* The pageblock's records are about to describe its pages one by one.
+ * Records that were all zero say "clean" for every page: right for a
+ * clean pageblock, and corrected for a dirty one. */
+static void records_on(struct mb_buddy *b, size_t pb)
+{
+	uint8_t *f = &b->pb_flags[pb];
+	if (*f & MB_PBF_RECORDS)
+		return;
+	*f |= MB_PBF_RECORDS;
+	b->nr_records++;
+	if (*f & MB_PBF_DIRTY) {
+		size_t first = pb << b->pb_order;
+		for (size_t i = first; i < first + b->pb_pages; i++)
+			b->pages[i].flags = MB_PGF_DIRTY;
+	}
+}
+
 /* ---- the global pool ---- */
+
+/* Queue links are stored as index + 1: zero (untouched) means none. */
+static uint32_t q_next(const struct mb_buddy *b, uint32_t pb) { return b->pb_next[pb] - 1u; }
+static uint32_t q_prev(const struct mb_buddy *b, uint32_t pb) { return b->pb_prev[pb] - 1u; }
+static void q_set_next(struct mb_buddy *b, uint32_t pb, uint32_t to) { b->pb_next[pb] = to + 1u; }
+static void q_set_prev(struct mb_buddy *b, uint32_t pb, uint32_t to) { b->pb_prev[pb] = to + 1u; }
 
 static void dirty_unlink(struct mb_buddy *b, uint32_t pb)
 {
-	uint32_t n = b->pb_next[pb], p = b->pb_prev[pb];
+	uint32_t n = q_next(b, pb), p = q_prev(b, pb);
 	if (p != MB_NIL)
-		b->pb_next[p] = n;
+		q_set_next(b, p, n);
 	else
 		b->dirty_head = n;
 	if (n != MB_NIL)
-		b->pb_prev[n] = p;
+		q_set_prev(b, n, p);
 	else
 		b->dirty_tail = p;
-	b->pb_next[pb] = b->pb_prev[pb] = MB_NIL;
+	b->pb_next[pb] = b->pb_prev[pb] = 0;
+	b->pb_flags[pb] &= (uint8_t)~MB_PBF_QUEUED;
 	b->nr_dirty--;
 }
 
-static int pb_is_dirty(const struct mb_buddy *b, size_t pb)
-{
-	return b->pb_prev[pb] != MB_NIL || b->dirty_head == pb;
-}
-
-/* A whole pageblock comes back: it joins the global pool, resident. */
+/* A whole pageblock comes back: it joins the global pool, resident and
+ * dirty, queued for release by age. */
 static void global_refill(struct mb_buddy *b, size_t pb, int owner)
 {
-	size_t first = pb << b->pb_order;
-	b->pages[first].state = MB_PG_NONE;
 	set_pb_type(b, pb, MB_PB_GLOBAL);
-	global_set(b, pb);
+	owned_clear(b, pb);
 	b->nr_global++;
 	b->pb_owned[owner]--;
 	b->count.global_refills++;
 
-	/* Resident pages may still be dirty; queue it for release by age. */
+	b->pb_flags[pb] |= MB_PBF_DIRTY | MB_PBF_QUEUED;
 	b->pb_freed_at[pb] = b->clock;
-	b->pb_next[pb] = MB_NIL;
-	b->pb_prev[pb] = b->dirty_tail;
+	b->pb_next[pb] = 0;
+	q_set_prev(b, (uint32_t)pb, b->dirty_tail);
 	if (b->dirty_tail != MB_NIL)
-		b->pb_next[b->dirty_tail] = (uint32_t)pb;
+		q_set_next(b, b->dirty_tail, (uint32_t)pb);
 	else
 		b->dirty_head = (uint32_t)pb;
 	b->dirty_tail = (uint32_t)pb;
@@ -132,9 +184,9 @@ static void global_refill(struct mb_buddy *b, size_t pb, int owner)
 /* Take pageblock pb out of the global pool and reserve it for type. */
 static void global_take(struct mb_buddy *b, size_t pb, int type)
 {
-	if (pb_is_dirty(b, pb))
+	if (b->pb_flags[pb] & MB_PBF_QUEUED)
 		dirty_unlink(b, (uint32_t)pb);
-	global_clear(b, pb);
+	owned_set(b, pb);
 	b->nr_global--;
 	set_pb_type(b, pb, type);
 	b->pb_owned[type]++;
@@ -143,20 +195,14 @@ static void global_take(struct mb_buddy *b, size_t pb, int type)
 		b->pb_high = pb + 1;
 }
 
-/* The lowest global pageblock at or above `from` that is in the pool. */
+/* The lowest global pageblock at or above `from`. Only the part below the
+ * high-water mark is searched: every pageblock above it is global. */
 static long global_find_from(const struct mb_buddy *b, size_t from)
 {
-	size_t nwords = (b->nblocks + 63) / 64;
-	for (size_t w = from / 64; w < nwords; w++) {
-		uint64_t bits = b->global_map[w];
-		if (w == from / 64)
-			bits &= ~(uint64_t)0 << (from % 64);
-		if (bits) {
-			size_t pb = w * 64 + (size_t)__builtin_ctzll(bits);
-			return pb < b->nblocks ? (long)pb : -1;
-		}
-	}
-	return -1;
+	size_t pb = find_bit(b->owned_map, from, b->pb_high, 0);
+	if (pb == b->pb_high && from > pb)
+		pb = from;
+	return pb < b->nblocks ? (long)pb : -1;
 }
 
 /* Pick a pageblock to steal: the most recently idled resident one (its pages
@@ -181,21 +227,22 @@ static long global_pick(struct mb_buddy *b)
 	}
 }
 
-/* First fit for n contiguous global pageblocks. */
+/* First fit for n contiguous global pageblocks, within the part of the heap
+ * used so far or starting there and running on past the high-water mark. */
 static long global_find_run(const struct mb_buddy *b, size_t n)
 {
-	size_t start = 0;
-	for (;;) {
-		long s = global_find_from(b, start);
-		if (s < 0)
+	size_t limit = b->pb_high + n < b->nblocks ? b->pb_high + n : b->nblocks;
+	size_t s = 0;
+	while (s + n <= limit) {
+		s = find_bit(b->owned_map, s, limit, 0);
+		if (s + n > limit)
 			return -1;
-		size_t len = 0;
-		while ((size_t)s + len < b->nblocks && len < n && global_test(b, (size_t)s + len))
-			len++;
-		if (len == n)
-			return s;
-		start = (size_t)s + len;
+		size_t e = find_bit(b->owned_map, s, s + n, 1);
+		if (e == s + n)
+			return (long)s;
+		s = e + 1;
 	}
+	return -1;
 }
 
 /* ---- split, merge, and the page-state bookkeeping ---- */
@@ -275,10 +322,12 @@ static void trim_range(struct mb_buddy *b, size_t idx, size_t end, int owner)
 	}
 }
 
-/* Mark [idx, idx+n) allocated; returns 1 when every page was still zero. */
+/* Mark [idx, idx+n), inside one pageblock with records, allocated;
+ * returns 1 when every page was still zero. */
 static int claim_pages(struct mb_buddy *b, size_t idx, size_t n)
 {
 	int zero = 1;
+	b->pb_flags[idx >> b->pb_order] |= MB_PBF_DIRTY;
 	for (size_t i = idx; i < idx + n; i++) {
 		struct mb_page *p = &b->pages[i];
 		zero &= !(p->flags & MB_PGF_DIRTY);
@@ -301,6 +350,20 @@ static void account_pages(struct mb_buddy *b, size_t idx, size_t n, int sign)
 		idx += take;
 		n -= take;
 	}
+}
+
+/* A pageblock wholly inside the allocation whose head is at or before its
+ * start, so far without records of its own, gets them: it is about to be
+ * cut (split or shrink). Its pages are dirty: the program had them. */
+static void records_materialize(struct mb_buddy *b, size_t pb)
+{
+	if (b->pb_flags[pb] & MB_PBF_RECORDS)
+		return;
+	records_on(b, pb);
+	size_t first = pb << b->pb_order;
+	for (size_t i = first; i < first + b->pb_pages; i++)
+		if (b->pages[i].state != MB_PG_ALLOC)
+			b->pages[i].state = MB_PG_TAIL;
 }
 
 static void set_head(struct mb_buddy *b, size_t idx, size_t npages, int type)
@@ -332,6 +395,7 @@ static long take_global(struct mb_buddy *b, unsigned order, int type)
 	if (pb < 0)
 		return -1;
 	global_take(b, (size_t)pb, type);
+	records_on(b, (size_t)pb);
 	size_t idx = (size_t)pb << b->pb_order;
 	expand(b, idx, order, b->pb_order, type);
 	return (long)idx;
@@ -399,17 +463,48 @@ static long rmqueue(struct mb_buddy *b, unsigned order, int type)
 	return -1;
 }
 
+/* Take global pageblock pb into a run (or the growth of an allocation)
+ * that covers it whole: no page record is written. Returns 1 if it was
+ * clean. */
+static int take_covered(struct mb_buddy *b, size_t pb, int type)
+{
+	int clean = !(b->pb_flags[pb] & MB_PBF_DIRTY);
+	global_take(b, pb, type);
+	records_clear(b, pb);
+	b->pb_flags[pb] |= MB_PBF_DIRTY;
+	return clean;
+}
+
+/* Pages [idx, end) of the global pageblock that ends an allocation: they
+ * get records, and the rest of the pageblock goes to type's lists.
+ * Returns 1 if the pages were clean. */
+static int take_partial(struct mb_buddy *b, size_t idx, size_t end, int type)
+{
+	size_t pb = idx >> b->pb_order;
+	global_take(b, pb, type);
+	records_on(b, pb);
+	int zero = claim_pages(b, idx, end - idx);
+	trim_range(b, end, (pb + 1) << b->pb_order, type);
+	return zero;
+}
+
+/* A run of whole global pageblocks: one record at its head, none for the
+ * pages inside, records for the last pageblock only when the run ends in
+ * the middle of it. */
 static long alloc_run(struct mb_buddy *b, size_t npages, int type, int *zeroed)
 {
 	size_t n = (npages + b->pb_pages - 1) >> b->pb_order;
 	long first = global_find_run(b, n);
 	if (first < 0)
 		return -1;
-	for (size_t pb = (size_t)first; pb < (size_t)first + n; pb++)
-		global_take(b, pb, type);
-	size_t idx = (size_t)first << b->pb_order;
-	*zeroed = claim_pages(b, idx, npages);
-	trim_range(b, idx + npages, idx + (n << b->pb_order), type);
+	size_t idx = (size_t)first << b->pb_order, end = idx + npages;
+	size_t whole = npages >> b->pb_order;
+	int zero = 1;
+	for (size_t pb = (size_t)first; pb < (size_t)first + whole; pb++)
+		zero &= take_covered(b, pb, type);
+	if (whole < n)
+		zero &= take_partial(b, (size_t)(first + (long)whole) << b->pb_order, end, type);
+	*zeroed = zero;
 	return (long)idx;
 }
 
@@ -513,14 +608,35 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 	return idx;
 }
 
+/* Free the allocated pages [idx, end) of the allocation whose head is
+ * `head`: a pageblock without records goes straight back to the global
+ * pool, untouched but for the head's record if it is there; the pages of
+ * any other are freed with merging. */
+static void release_range(struct mb_buddy *b, size_t idx, size_t end, size_t head)
+{
+	while (idx < end) {
+		size_t pb = idx >> b->pb_order;
+		size_t pb_end = (pb + 1) << b->pb_order;
+		size_t stop = end < pb_end ? end : pb_end;
+		if (!(b->pb_flags[pb] & MB_PBF_RECORDS)) {
+			if (idx == head)
+				memset(&b->pages[idx], 0, sizeof(struct mb_page));
+			global_refill(b, pb, mb_buddy_pb_type(b, pb));
+		} else {
+			for (size_t i = idx; i < stop; i++)
+				b->pages[i].state = MB_PG_NONE;
+			free_range(b, idx, stop);
+		}
+		idx = stop;
+	}
+}
+
 size_t mb_buddy_free(struct mb_buddy *b, size_t idx)
 {
 	size_t n = b->pages[idx].npages;
 	account_pages(b, idx, n, -1);
 	b->pages_allocated -= n;
-	for (size_t i = idx; i < idx + n; i++)
-		b->pages[i].state = MB_PG_NONE;
-	free_range(b, idx, idx + n);
+	release_range(b, idx, idx + n, idx);
 	return n;
 }
 
@@ -573,13 +689,13 @@ int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages)
 	if (new_npages == old)
 		return 0;
 	if (new_npages < old) {
-		size_t end = idx + old;
-		account_pages(b, idx + new_npages, old - new_npages, -1);
+		size_t cut = idx + new_npages, end = idx + old;
+		if (cut & (b->pb_pages - 1))
+			records_materialize(b, cut >> b->pb_order);
+		account_pages(b, cut, old - new_npages, -1);
 		b->pages_allocated -= old - new_npages;
-		for (size_t i = idx + new_npages; i < end; i++)
-			b->pages[i].state = MB_PG_NONE;
 		h->npages = (uint32_t)new_npages;
-		free_range(b, idx + new_npages, end);
+		release_range(b, cut, end, idx);
 		return 0;
 	}
 	/* Grow: the new pages must be free, in the same pageblock, or whole
@@ -610,10 +726,11 @@ int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages)
 			claim_free_range(b, start, in_pb_end);
 		}
 		int type = h->type;
-		for (size_t pb = pb_end; pb <= last_pb; pb++)
-			global_take(b, pb, type);
-		claim_pages(b, in_pb_end, end - in_pb_end);
-		trim_range(b, end, (last_pb + 1) << b->pb_order, type);
+		size_t whole_end = end >> b->pb_order; /* first pageblock not covered whole */
+		for (size_t pb = pb_end; pb < whole_end; pb++)
+			take_covered(b, pb, type);
+		if (whole_end <= last_pb)
+			take_partial(b, whole_end << b->pb_order, end, type);
 	}
 	account_pages(b, start, end - start, +1);
 	b->pages_allocated += end - start;
@@ -637,14 +754,10 @@ size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max)
 			break; /* it stays resident and queued; try again later */
 		}
 		dirty_unlink(b, pb);
-		for (size_t i = first; i < first + b->pb_pages; i++)
-			b->pages[i].flags &= (uint8_t)~MB_PGF_DIRTY;
-		/* A pageblock in the pool needs no page records: all-zero reads
-		 * as "nothing here, clean", so their memory can go too (after
-		 * the last write above, which would fault them back in). */
-		size_t meta = b->pb_pages * sizeof(struct mb_page);
-		if (meta % MB_PAGE_SIZE == 0 && b->release && b->release(&b->pages[first], meta) != 0)
-			b->count.release_failures++; /* harmless: the records stay */
+		/* A clean pageblock in the pool needs no page records: all
+		 * zero reads as "nothing here, clean". */
+		records_clear(b, pb);
+		b->pb_flags[pb] = 0;
 		if ((size_t)pb < b->clean_hint)
 			b->clean_hint = pb;
 		b->count.released_pageblocks++;
@@ -687,6 +800,8 @@ void mb_buddy_split(struct mb_buddy *b, size_t idx, size_t at)
 {
 	struct mb_page *h = &b->pages[idx];
 	size_t n = h->npages;
+	if (at & (b->pb_pages - 1))
+		records_materialize(b, at >> b->pb_order);
 	set_head(b, at, n - (at - idx), h->type);
 	h->npages = (uint32_t)(at - idx);
 }
@@ -723,11 +838,12 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	size_t words = (b->nblocks + 63) / 64;
 	size_t sz_pages = b->npages * sizeof(struct mb_page);
 	size_t sz_use = ((b->nblocks + 31) / 32) * sizeof(uint64_t);
-	size_t sz_glob = words * sizeof(uint64_t);
+	size_t sz_owned = words * sizeof(uint64_t);
+	size_t sz_flags = b->nblocks;
 	size_t sz_used = b->nblocks * sizeof(uint32_t);
 	size_t sz_links = b->nblocks * sizeof(uint32_t);
 	size_t sz_time = b->nblocks * sizeof(uint64_t);
-	size_t total = sz_pages + sz_use + sz_glob + sz_used + 2 * sz_links + sz_time + 64 * 8;
+	size_t total = sz_pages + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + sz_time + 64 * 8;
 	total = (total + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1);
 	char *m = mb_os_reserve(total, MB_PAGE_SIZE);
 	if (!m) {
@@ -738,7 +854,8 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	b->meta_bytes = total;
 	b->pages = (struct mb_page *)m;                m += sz_pages;
 	b->usemap = (uint64_t *)m;                     m += (sz_use + 63) & ~(size_t)63;
-	b->global_map = (uint64_t *)m;                 m += (sz_glob + 63) & ~(size_t)63;
+	b->owned_map = (uint64_t *)m;                  m += (sz_owned + 63) & ~(size_t)63;
+	b->pb_flags = (uint8_t *)m;                    m += (sz_flags + 63) & ~(size_t)63;
 	b->pb_used = (uint32_t *)m;                    m += (sz_used + 63) & ~(size_t)63;
 	b->pb_next = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
 	b->pb_prev = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
@@ -747,12 +864,8 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	for (int t = 0; t < MB_NTYPES; t++)
 		for (unsigned o = 0; o < MB_MAX_ORDER_MAX; o++)
 			b->free_area[t][o].head = b->free_area[t][o].tail = MB_NIL;
-	/* Every pageblock starts in the global pool, clean (never touched). */
-	for (size_t pb = 0; pb < b->nblocks; pb++) {
-		set_pb_type(b, pb, MB_PB_GLOBAL);
-		global_set(b, pb);
-		b->pb_next[pb] = b->pb_prev[pb] = MB_NIL;
-	}
+	/* Every pageblock starts in the global pool, clean, never touched:
+	 * the zeroes of the fresh reservation say so, nothing is written. */
 	b->nr_global = b->nblocks;
 	b->dirty_head = b->dirty_tail = MB_NIL;
 	b->release = mb_os_release;

@@ -26,8 +26,19 @@
 
 #define MB_NIL UINT32_MAX
 
-/* Usemap value of a pageblock in the global pool (the 4th 2-bit value). */
+/* mb_buddy_pb_type() of a pageblock in the global pool. The usemap stores
+ * type + 1, so that its all-zero start reads "global" everywhere. */
 #define MB_PB_GLOBAL 3
+
+/* Per-pageblock flags (pb_flags). All zero, as the untouched reservation
+ * reads, means: in the global pool, clean, no page records. Set-up thus
+ * writes nothing per pageblock, and neither does a run of whole
+ * pageblocks: their page records stay zero but for the run's first. */
+#define MB_PBF_DIRTY 0x1   /* a page may hold data: not known to read as zero */
+#define MB_PBF_RECORDS 0x2 /* the page records describe every page (else they
+			    * are all zero, except the head of a run that
+			    * starts here) */
+#define MB_PBF_QUEUED 0x4  /* on the resident queue (global and dirty) */
 
 enum mb_page_state {
 	MB_PG_NONE = 0,  /* inside a block, or never used */
@@ -92,22 +103,26 @@ struct mb_buddy {
 	size_t pb_pages;
 
 	struct mb_page *pages; /* npages entries */
-	uint64_t *usemap;      /* 2 bits per pageblock */
-	uint64_t *global_map;  /* 1 bit per pageblock: in the global pool */
+	uint64_t *usemap;      /* 2 bits per pageblock: owner type + 1, 0 = global */
+	uint64_t *owned_map;   /* 1 bit per pageblock: out of the global pool */
+	uint8_t *pb_flags;     /* MB_PBF_* */
 	uint32_t *pb_used;     /* pages allocated in each pageblock */
 
 	/* Resident ("dirty") pageblocks of the global pool, oldest first, so
-	 * memory goes back to the kernel in the order it fell idle. */
+	 * memory goes back to the kernel in the order it fell idle. Links
+	 * hold index + 1, so that zero means none. */
 	uint32_t *pb_next, *pb_prev;
 	uint64_t *pb_freed_at;
-	uint32_t dirty_head, dirty_tail;
+	uint32_t dirty_head, dirty_tail; /* MB_NIL when empty */
 	size_t nr_dirty;
 	size_t clean_hint; /* no clean global pageblock below this index */
-	size_t pb_high;    /* pageblocks below this index have been used */
+	size_t pb_high;    /* pageblocks below this index have been used; the
+			    * ones above are global and clean, unlooked at */
 
 	struct mb_free_area free_area[MB_NTYPES][MB_MAX_ORDER_MAX];
 	long home[MB_BUDDY_HOMES]; /* each home user's current pageblock, or -1 */
 	size_t nr_global;
+	size_t nr_records;    /* pageblocks whose page records are in use */
 	size_t pb_owned[MB_NTYPES];
 	size_t pages_allocated;
 	struct mb_buddy_counters count;
@@ -170,7 +185,26 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t errlen);
 
 static inline int mb_buddy_pb_type(const struct mb_buddy *b, size_t pb)
 {
-	return (int)((b->usemap[pb / 32] >> ((pb % 32) * 2)) & 3);
+	unsigned stored = (unsigned)(b->usemap[pb / 32] >> ((pb % 32) * 2)) & 3;
+	return (int)((stored + 3) & 3); /* 0 (untouched) reads MB_PB_GLOBAL */
+}
+
+/* Whether pageblock pb holds pages the kernel would have to give back. */
+static inline int mb_buddy_pb_resident(const struct mb_buddy *b, size_t pb)
+{
+	return mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL || (b->pb_flags[pb] & MB_PBF_DIRTY);
+}
+
+/* Whether page idx belongs to an allocation: pages inside a run of whole
+ * pageblocks have no record of their own. */
+static inline int mb_buddy_page_allocated(const struct mb_buddy *b, size_t idx)
+{
+	size_t pb = idx >> b->pb_order;
+	if (mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL)
+		return 0;
+	if (!(b->pb_flags[pb] & MB_PBF_RECORDS))
+		return 1;
+	return b->pages[idx].state == MB_PG_ALLOC || b->pages[idx].state == MB_PG_TAIL;
 }
 
 static inline size_t mb_buddy_page_index(const struct mb_buddy *b, const void *p)

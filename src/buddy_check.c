@@ -62,6 +62,23 @@ static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
 {
 	int type = mb_buddy_pb_type(b, pb);
 	size_t i = pb << b->pb_order, end = i + b->pb_pages, used = 0;
+	if (!(b->pb_flags[pb] & MB_PBF_RECORDS)) {
+		/* No records: one allocation covers it whole, continuing from
+		 * an earlier pageblock or starting at its first page. */
+		const struct mb_page *p = &b->pages[i];
+		if (*run >= b->pb_pages) {
+			*run -= b->pb_pages;
+		} else if (*run == 0 && p->state == MB_PG_ALLOC && p->npages >= b->pb_pages && p->type < MB_NTYPES) {
+			*run = p->npages - b->pb_pages;
+		} else {
+			return fail(err, len, "pageblock %zu has no page records but no allocation covers it", pb);
+		}
+		if (!(b->pb_flags[pb] & MB_PBF_DIRTY))
+			return fail(err, len, "pageblock %zu is allocated but not marked dirty", pb);
+		if (b->pb_used[pb] != b->pb_pages)
+			return fail(err, len, "pageblock %zu is covered by an allocation, pb_used says %u", pb, b->pb_used[pb]);
+		return 0;
+	}
 	if (*run) {
 		size_t take = *run < b->pb_pages ? *run : b->pb_pages;
 		for (size_t j = i; j < i + take; j++)
@@ -115,7 +132,7 @@ static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
 int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 {
 	uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX];
-	size_t owned[MB_NTYPES] = { 0 }, nglobal = 0, allocated = 0, run = 0;
+	size_t owned[MB_NTYPES] = { 0 }, nglobal = 0, allocated = 0, run = 0, nrecords = 0;
 
 	if (check_lists(b, err, len))
 		return -1;
@@ -125,10 +142,16 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 
 	for (size_t pb = 0; pb < b->nblocks; pb++) {
 		int type = mb_buddy_pb_type(b, pb);
-		int in_global = (b->global_map[pb / 64] >> (pb % 64)) & 1;
+		int in_global = !((b->owned_map[pb / 64] >> (pb % 64)) & 1);
+		uint8_t flags = b->pb_flags[pb];
+		nrecords += !!(flags & MB_PBF_RECORDS);
 		if (in_global != (type == MB_PB_GLOBAL))
 			return fail(err, len, "pageblock %zu: usemap %d but global bit %d", pb, type, in_global);
+		if (pb >= b->pb_high && (!in_global || flags))
+			return fail(err, len, "pageblock %zu above the high-water mark %zu is in use", pb, b->pb_high);
 		if (in_global) {
+			if (!(flags & MB_PBF_QUEUED) != !(flags & MB_PBF_DIRTY))
+				return fail(err, len, "global pageblock %zu: flags 0x%x, dirty ones are queued", pb, flags);
 			if (run)
 				return fail(err, len, "allocation runs into global pageblock %zu", pb);
 			if (b->pb_used[pb])
@@ -153,6 +176,8 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 		if (owned[t] != b->pb_owned[t])
 			return fail(err, len, "%s owns %zu pageblocks, counter says %zu", mb_type_names[t], owned[t], b->pb_owned[t]);
 	}
+	if (nrecords != b->nr_records)
+		return fail(err, len, "%zu pageblocks have page records, counter says %zu", nrecords, b->nr_records);
 	if (nglobal != b->nr_global)
 		return fail(err, len, "%zu pageblocks in the global pool, counter says %zu", nglobal, b->nr_global);
 	if (allocated != b->pages_allocated)
@@ -164,12 +189,12 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 
 	size_t ndirty = 0;
 	uint32_t prev = MB_NIL;
-	for (uint32_t pb = b->dirty_head; pb != MB_NIL; pb = b->pb_next[pb]) {
+	for (uint32_t pb = b->dirty_head; pb != MB_NIL; pb = b->pb_next[pb] - 1u) {
 		if (++ndirty > b->nblocks)
 			return fail(err, len, "dirty list loops");
-		if (mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL)
-			return fail(err, len, "dirty pageblock %u is not in the global pool", pb);
-		if (b->pb_prev[pb] != prev)
+		if (mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL || !(b->pb_flags[pb] & MB_PBF_QUEUED))
+			return fail(err, len, "dirty pageblock %u is not a queued global one", pb);
+		if (b->pb_prev[pb] - 1u != prev)
 			return fail(err, len, "dirty pageblock %u: prev link broken", pb);
 		if (prev != MB_NIL && b->pb_freed_at[prev] > b->pb_freed_at[pb])
 			return fail(err, len, "dirty list out of age order at pageblock %u", pb);

@@ -78,14 +78,10 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	s->calloc_zero_skips = mb_heap.calloc_zero_skips;
 	s->inplace_grows = mb_heap.inplace_grows;
 	s->inplace_shrinks = mb_heap.inplace_shrinks;
-	/* The page array is reserved for the whole region but only touched
-	 * up to the highest pageblock used. */
-	/* Page records are resident for pageblocks owned by a type or idle
-	 * in the pool before their release. */
-	size_t pb_with_records = b->nr_dirty;
-	for (int t = 0; t < MB_NTYPES; t++)
-		pb_with_records += b->pb_owned[t];
-	s->meta_bytes = mb_meta_resident() + pb_with_records * b->pb_pages * sizeof(struct mb_page);
+	/* The page array is reserved for the whole region; records are
+	 * written only for pageblocks split into blocks (a run of whole
+	 * pageblocks has one, at its head). */
+	s->meta_bytes = mb_meta_resident() + b->nr_records * b->pb_pages * sizeof(struct mb_page);
 	mb_heap_unlock();
 }
 
@@ -122,8 +118,7 @@ static struct pb_entry *snapshot_pageblocks(size_t *count, size_t *bytes)
 		for (size_t pb = 0; pb < n; pb++) {
 			e[pb].owner = (uint8_t)mb_buddy_pb_type(b, pb);
 			e[pb].used = b->pb_used[pb];
-			e[pb].resident = e[pb].owner != MB_PB_GLOBAL ||
-					 b->pb_prev[pb] != MB_NIL || b->dirty_head == pb;
+			e[pb].resident = (uint8_t)mb_buddy_pb_resident(b, pb);
 		}
 	}
 	mb_heap_unlock();

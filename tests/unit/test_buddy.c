@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 static struct mb_buddy B;
 
@@ -426,6 +427,90 @@ static void test_bad_parameters(void)
 	mb_os_unreserve(base, 2 * pb_bytes);
 }
 
+/* Pages of [p, p + len) that are resident. */
+static size_t resident_pages(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(MB_PAGE_SIZE - 1);
+	size_t n = ((uintptr_t)p + len - a + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
+	unsigned char *v = malloc(n);
+	CHECK(v && mincore((void *)a, n << MB_PAGE_SHIFT, v) == 0);
+	size_t r = 0;
+	for (size_t i = 0; i < n; i++)
+		r += v[i] & 1;
+	free(v);
+	return r;
+}
+
+/* Set-up writes nothing per pageblock, and a run of whole pageblocks
+ * writes one page record, at its head: the metadata made resident does
+ * not grow with the heap or with the run. */
+static void test_setup_and_runs_touch_no_records(void)
+{
+	struct mb_buddy b;
+	size_t pb_bytes = (size_t)1 << (MB_MAX_ORDER_MIN - 1 + MB_PAGE_SHIFT);
+	size_t size = (size_t)256 << 30; /* two million pageblocks */
+	void *base = mb_os_reserve(size, pb_bytes);
+	CHECK(base);
+	CHECK(mb_buddy_init(&b, base, size, MB_MAX_ORDER_MIN) == 0);
+	CHECK(resident_pages(b.meta_base, b.meta_bytes) == 0);
+
+	/* 4 GiB: 32768 pageblocks; their records fill 32 MiB. */
+	size_t n = ((size_t)4 << 30) >> MB_PAGE_SHIFT;
+	int zeroed = 0;
+	long r = mb_buddy_alloc(&b, n, MB_USERRCLM, &zeroed);
+	CHECK(r >= 0 && zeroed == 1);
+	size_t nblocks_run = n >> b.pb_order;
+	size_t records_alloc = resident_pages(b.pages, n * sizeof(struct mb_page));
+	size_t after_alloc = resident_pages(b.meta_base, b.meta_bytes);
+	mb_buddy_free(&b, (size_t)r);
+	size_t records_free = resident_pages(b.pages, n * sizeof(struct mb_page));
+	size_t after_free = resident_pages(b.meta_base, b.meta_bytes);
+	/* Only the head's record; of the arrays per pageblock (type, flags,
+	 * pages used, queue links and time: 22 bytes), what the run covers. */
+	CHECK(records_alloc <= 1 && records_free <= 1);
+	size_t per_pb = (nblocks_run * 22 + MB_PAGE_SIZE - 1) / MB_PAGE_SIZE + 8;
+	CHECK(after_alloc <= per_pb && after_free <= per_pb);
+	/* Pageblocks a run covered come back dirty: reused, they are
+	 * reported not zeroed, through a run or through the buddy. */
+	long r2 = mb_buddy_alloc(&b, n, MB_USERRCLM, &zeroed);
+	CHECK(r2 == r && zeroed == 0);
+	mb_buddy_free(&b, (size_t)r2);
+	long s = mb_buddy_alloc(&b, 3, MB_KERNRCLM, &zeroed);
+	CHECK(s >= 0 && zeroed == 0);
+	mb_buddy_free(&b, (size_t)s);
+	mb_buddy_destroy(&b);
+	mb_os_unreserve(base, size);
+}
+
+/* Runs cut in two (aligned large allocations), shrunk and grown keep the
+ * records of the pageblocks they cover whole untouched and stay
+ * consistent. */
+static void test_run_split_shrink_grow(void)
+{
+	test_buddy_new(&B, 16, MB_MAX_ORDER_MIN);
+	size_t pbp = B.pb_pages;
+	long r = alloc_ok(&B, 6 * pbp, MB_KERNRCLM);
+	/* Cut in the middle of the third pageblock, free the head part. */
+	mb_buddy_split(&B, (size_t)r, (size_t)r + 2 * pbp + 5);
+	CHECK_BUDDY(&B);
+	free_ok(&B, r);
+	long t = r + 2 * (long)pbp + 5;
+	CHECK(B.pages[t].npages == 4 * pbp - 5);
+	/* Shrink into the fourth pageblock, then grow across three more. */
+	CHECK(mb_buddy_resize(&B, (size_t)t, pbp + 3) == 0);
+	CHECK_BUDDY(&B);
+	CHECK(mb_buddy_resize(&B, (size_t)t, 5 * pbp) == 0);
+	CHECK_BUDDY(&B);
+	/* Cut exactly at a pageblock boundary. */
+	size_t at = (((size_t)t >> B.pb_order) + 2) << B.pb_order;
+	mb_buddy_split(&B, (size_t)t, at);
+	CHECK_BUDDY(&B);
+	free_ok(&B, (long)at);
+	free_ok(&B, t);
+	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
+
 int main(void)
 {
 	RUN(test_split_and_coalesce_every_order);
@@ -441,5 +526,7 @@ int main(void)
 	RUN(test_release_and_zeroed);
 	RUN(test_release_failure);
 	RUN(test_bad_parameters);
+	RUN(test_setup_and_runs_touch_no_records);
+	RUN(test_run_split_shrink_grow);
 	return 0;
 }

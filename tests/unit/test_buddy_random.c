@@ -38,19 +38,46 @@ static void shadow_set(size_t idx, size_t n, uint16_t v, uint16_t expect)
 	}
 }
 
-/* Tag the first and last byte of an allocation; overlap would clobber one. */
+/* The bytes tagged in an allocation of n pages at idx: its first and last,
+ * and the first of every pageblock inside it (pages of runs have no page
+ * records, and must still be known dirty when reused). */
+static size_t tag_spot(const struct mb_buddy *b, size_t idx, size_t n, size_t k)
+{
+	if (k == 0)
+		return 0;
+	size_t pb_first = ((idx >> b->pb_order) + k) << b->pb_order;
+	if (pb_first < idx + n)
+		return (pb_first - idx) << MB_PAGE_SHIFT;
+	return (n << MB_PAGE_SHIFT) - 1;
+}
+
 static void tag_write(struct mb_buddy *b, struct live *l)
 {
 	unsigned char *p = mb_buddy_page_addr(b, (size_t)l->idx);
-	p[0] = l->tag;
-	p[(l->npages << MB_PAGE_SHIFT) - 1] = l->tag;
+	size_t last = (l->npages << MB_PAGE_SHIFT) - 1;
+	for (size_t k = 0;; k++) {
+		size_t at = tag_spot(b, (size_t)l->idx, l->npages, k);
+		p[at] = l->tag;
+		if (at == last)
+			break;
+	}
+}
+
+static void tag_verify_value(struct mb_buddy *b, size_t idx, size_t n, unsigned char v)
+{
+	unsigned char *p = mb_buddy_page_addr(b, idx);
+	size_t last = (n << MB_PAGE_SHIFT) - 1;
+	for (size_t k = 0;; k++) {
+		size_t at = tag_spot(b, idx, n, k);
+		CHECK(p[at] == v);
+		if (at == last)
+			break;
+	}
 }
 
 static void tag_verify(struct mb_buddy *b, struct live *l)
 {
-	unsigned char *p = mb_buddy_page_addr(b, (size_t)l->idx);
-	CHECK(p[0] == l->tag);
-	CHECK(p[(l->npages << MB_PAGE_SHIFT) - 1] == l->tag);
+	tag_verify_value(b, (size_t)l->idx, l->npages, l->tag);
 }
 
 static size_t random_npages(const struct mb_buddy *b)
@@ -93,10 +120,8 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 				l->idx = idx;
 				l->npages = n;
 				l->tag = (uint8_t)(rnd() | 1);
-				if (zeroed) {
-					unsigned char *p = mb_buddy_page_addr(&b, (size_t)idx);
-					CHECK(p[0] == 0 && p[(n << MB_PAGE_SHIFT) - 1] == 0);
-				}
+				if (zeroed)
+					tag_verify_value(&b, (size_t)idx, n, 0);
 				shadow_set((size_t)idx, n, (uint16_t)(nlive + 1), 0);
 				tag_write(&b, l);
 				nlive++;
@@ -111,6 +136,24 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			if (i < nlive)
 				shadow_set((size_t)live[i].idx, live[i].npages, (uint16_t)(i + 1),
 					   (uint16_t)(nlive + 1));
+		} else if (r < 89 && nlive && nlive < MAX_LIVE) {
+			/* Cut one in two, as aligned large allocations do. */
+			int i = (int)(rnd() % (unsigned)nlive);
+			struct live *l = &live[i];
+			if (l->npages >= 2) {
+				tag_verify(&b, l);
+				size_t at = (size_t)l->idx + 1 + rnd() % (l->npages - 1);
+				mb_buddy_split(&b, (size_t)l->idx, at);
+				struct live *t = &live[nlive];
+				t->idx = (long)at;
+				t->npages = (size_t)l->idx + l->npages - at;
+				t->tag = (uint8_t)(rnd() | 1);
+				l->npages = at - (size_t)l->idx;
+				shadow_set(at, t->npages, (uint16_t)(nlive + 1), (uint16_t)(i + 1));
+				nlive++;
+				tag_write(&b, l);
+				tag_write(&b, t);
+			}
 		} else if (r < 97 && nlive) {
 			int i = (int)(rnd() % (unsigned)nlive);
 			struct live *l = &live[i];
