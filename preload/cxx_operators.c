@@ -60,7 +60,7 @@ static inline void *op_new(size_t n, void *ra)
 {
 	int key;
 	if (__builtin_expect(mb_classify_fast(ra, &key), 1)) {
-		struct mb_tcache *tc = mb_tc_fast;
+		struct mb_tcache *tc = mb_self.fast;
 		unsigned c;
 		struct mb_tbin *bin = mb_tcache_ready_bin(tc, n, key, &c);
 		if (__builtin_expect(bin != NULL, 1))

@@ -256,7 +256,7 @@ EXPORT int dlclose(void *handle)
 
 EXPORT int mbuddy_set_thread_type(int type)
 {
-	int prev = mb_type_hint;
-	mb_type_hint = valid_type(type) ? type : -1;
+	int prev = mb_self.type_hint;
+	mb_self.type_hint = valid_type(type) ? type : -1;
 	return prev;
 }

@@ -35,7 +35,7 @@ __attribute__((noinline)) void *mb_tick_then(struct mb_tcache *tc, void *p)
  * retry may succeed). */
 static int give_back_cache(void)
 {
-	struct mb_tcache *tc = mb_tc;
+	struct mb_tcache *tc = mb_self.tc;
 	size_t n = tc ? mb_tcache_flush_all(tc, 1) : 0;
 	n += mb_slab_drain();
 	return n != 0;
@@ -65,7 +65,7 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 	}
 	mb_deferred_poll();
 	unsigned c = mb_size_class(n);
-	struct mb_tcache *tc = mb_tc;
+	struct mb_tcache *tc = mb_self.tc;
 	if (!tc)
 		tc = mb_thread_init();
 	if (tc) {
@@ -93,7 +93,7 @@ static __attribute__((noinline)) void *small_slow(size_t n, int key)
 /* n must be a size of class c's range, or c's own size (aligned requests). */
 static inline void *malloc_small(size_t n, int key)
 {
-	struct mb_tcache *tc = mb_tc;
+	struct mb_tcache *tc = mb_self.tc;
 	unsigned c;
 	struct mb_tbin *bin = mb_tcache_ready_bin(tc, n, key, &c);
 	if (mb_likely(bin != NULL))
@@ -153,7 +153,7 @@ static inline void *raw_memalign(size_t align, size_t n, int key)
 
 static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_t i, uint8_t *st)
 {
-	struct mb_tcache *tc = mb_tc;
+	struct mb_tcache *tc = mb_self.tc;
 	if (!tc)
 		tc = mb_thread_init();
 	if (tc) {
@@ -245,7 +245,7 @@ static inline void raw_free(void *p, const char *func)
 {
 	/* NULL and foreign pointers fall outside the region: the slow path
 	 * sorts them out. */
-	if (mb_likely(mb_tcache_push(mb_tc, p)))
+	if (mb_likely(mb_tcache_push(mb_self.tc, p)))
 		return;
 	free_slow(p, func);
 }
@@ -305,7 +305,7 @@ int mb_trim(void)
 {
 	if (mb_process_init() != 0)
 		return 0;
-	struct mb_tcache *tc = mb_tc;
+	struct mb_tcache *tc = mb_self.tc;
 	if (tc)
 		mb_tcache_flush_all(tc, 1);
 	uint64_t before = __atomic_load_n(&mb_heap.released_bytes, __ATOMIC_RELAXED);

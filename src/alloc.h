@@ -42,11 +42,11 @@ static inline void *mb_alloc_pop(struct mb_tcache *tc, struct mb_tbin *bin, int 
 	return p;
 }
 
-/* With canaries (MBUDDY_CHECK=1) mb_tc_fast is NULL, so every call takes
+/* With canaries (MBUDDY_CHECK=1) mb_self.fast is NULL, so every call takes
  * the general way, which checks them and then uses the thread's cache. */
 static inline void *mb_malloc_inline(size_t n, int key)
 {
-	struct mb_tcache *tc = mb_tc_fast;
+	struct mb_tcache *tc = mb_self.fast;
 	unsigned c;
 	struct mb_tbin *bin = mb_tcache_ready_bin(tc, n, key, &c);
 	if (mb_likely(bin != NULL))
@@ -56,7 +56,7 @@ static inline void *mb_malloc_inline(size_t n, int key)
 
 static inline void mb_free_inline(void *p, const char *func)
 {
-	if (mb_likely(mb_tcache_push(mb_tc_fast, p)))
+	if (mb_likely(mb_tcache_push(mb_self.fast, p)))
 		return;
 	mb_free(p, func);
 }

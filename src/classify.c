@@ -21,17 +21,14 @@
 
 /* ---- sites ---- */
 
-#define MAX_DEEP 8
 #define MIN_EVIDENCE 3
 #define LEARN_SAMPLES 24 /* a new site's first allocations are all sampled */
 
-struct site *mb_sites;
-static struct site *deep_sites;
-#define sites mb_sites
+struct mb_site *mb_sites;
+static struct mb_site *deep_sites;
 /* Recursive for the same reason as the heap lock (see heap.c). */
 static pthread_mutex_t site_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 int mb_classify_ready;
-#define ready mb_classify_ready
 
 static __thread int in_classify MB_TLS;
 /* A new thread starts four periods away from its first sample, and does
@@ -39,29 +36,26 @@ static __thread int in_classify MB_TLS;
  * cache of its own (a quarter MiB, faulted in, then unmapped at exit), which
  * short-lived threads should not pay for. */
 static __thread int thread_unwinds MB_TLS;
-#define sample_countdown mb_sample_countdown
 static __thread uint32_t sample_rng MB_TLS;
-static __thread struct site *pending_site MB_TLS, *pending_deep MB_TLS;
+static __thread struct mb_site *pending_site MB_TLS, *pending_deep MB_TLS;
 static __thread int pending_nframes MB_TLS;
 
 #define WRAPPER_MEMO 64
 #define WRAPPER_RECHECK 32
 struct wrapper_memo {
 	uintptr_t key;
-	struct site *deep;
+	struct mb_site *deep;
 	uint32_t uses;
 	uint32_t ambiguous;
 };
 static __thread struct wrapper_memo wrapper_memo[WRAPPER_MEMO] MB_TLS;
-static __thread void *pending_frames[NFRAMES] MB_TLS;
+static __thread void *pending_frames[MB_NFRAMES] MB_TLS;
 
-#define hash_key mb_site_hash
-
-static struct site *lookup(struct site *table, uintptr_t key)
+static struct mb_site *lookup(struct mb_site *table, uintptr_t key)
 {
-	uint32_t h = hash_key(key);
-	for (unsigned i = 0; i < SITE_PROBES; i++) {
-		struct site *s = &table[(h + i) & (SITE_CAP - 1)];
+	uint32_t h = mb_site_hash(key);
+	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
+		struct mb_site *s = &table[(h + i) & (MB_SITE_CAP - 1)];
 		uintptr_t k = atomic_load_explicit(&s->key, memory_order_acquire);
 		if (k == key)
 			return s;
@@ -75,18 +69,18 @@ static struct site *lookup(struct site *table, uintptr_t key)
  * in turn. */
 static unsigned next_lane;
 
-static struct site *insert_locked(struct site *table, uintptr_t key, int type)
+static struct mb_site *insert_locked(struct mb_site *table, uintptr_t key, int type)
 {
-	uint32_t h = hash_key(key);
-	for (unsigned i = 0; i < SITE_PROBES; i++) {
-		struct site *s = &table[(h + i) & (SITE_CAP - 1)];
+	uint32_t h = mb_site_hash(key);
+	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
+		struct mb_site *s = &table[(h + i) & (MB_SITE_CAP - 1)];
 		uintptr_t k = atomic_load_explicit(&s->key, memory_order_relaxed);
 		if (k == key)
 			return s;
 		if (k == 0) {
 			int lane = (int)(next_lane++ % MB_LANES);
 			atomic_store_explicit(&s->slab_key, (uint8_t)(type | lane << MB_LANE_SHIFT), memory_order_relaxed);
-			atomic_store_explicit(&s->flags, SITE_LEARNING, memory_order_relaxed);
+			atomic_store_explicit(&s->flags, MB_SITE_LEARNING, memory_order_relaxed);
 			atomic_store_explicit(&s->learn_left, LEARN_SAMPLES, memory_order_relaxed);
 			atomic_store_explicit(&s->key, key, memory_order_release);
 			return s;
@@ -154,7 +148,7 @@ static int rule_type(void *ra)
 
 /* A site met in an earlier run starts with that run's evidence, including
  * how long its freed objects lived (old_threshold depends on it). */
-static void profile_evidence(struct site *s, const struct mb_profile_entry *pe)
+static void profile_evidence(struct mb_site *s, const struct mb_profile_entry *pe)
 {
 	s->n_short = pe->n_short;
 	s->n_medium = pe->n_medium;
@@ -191,7 +185,7 @@ static int capture(void)
 		pending_nframes = 0;
 		return 0;
 	}
-	int n = unw_backtrace(pending_frames, NFRAMES);
+	int n = unw_backtrace(pending_frames, MB_NFRAMES);
 	atomic_fetch_sub(&unwinders, 1);
 	pending_nframes = n > 0 ? n : 0;
 	return pending_nframes;
@@ -220,12 +214,12 @@ static uintptr_t deep_key(void *ra)
 	return k | 1;
 }
 
-static struct site *deep_site(struct site *s, void *ra, int create)
+static struct mb_site *deep_site(struct mb_site *s, void *ra, int create)
 {
 	uintptr_t k = deep_key(ra);
 	if (!k)
 		return NULL;
-	struct site *d = lookup(deep_sites, k);
+	struct mb_site *d = lookup(deep_sites, k);
 	if (d || !create)
 		return d;
 	uint64_t pkey = 0;
@@ -248,7 +242,7 @@ static struct site *deep_site(struct site *s, void *ra, int create)
 			profile_evidence(d, &pe);
 			atomic_store(&d->flags, 0);
 		}
-		if (s->ndeep < MAX_DEEP)
+		if (s->ndeep < MB_MAX_DEEP)
 			s->deep[s->ndeep++] = d;
 	}
 	pthread_mutex_unlock(&site_lock);
@@ -257,7 +251,7 @@ static struct site *deep_site(struct site *s, void *ra, int create)
 
 /* The slab key for an allocation through a wrapper, from its deeper site:
  * the default type until the site has evidence, in the site's own lane. */
-static int deep_verdict(const struct site *d)
+static int deep_verdict(const struct mb_site *d)
 {
 	int key = atomic_load_explicit(&d->slab_key, memory_order_relaxed);
 	if (d->n_short + d->n_medium + d->n_old < MIN_EVIDENCE)
@@ -265,7 +259,7 @@ static int deep_verdict(const struct site *d)
 	return key;
 }
 
-static int classify_slow(void *ra, size_t n, struct site *s, int sample)
+static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 {
 	(void)n;
 	if (in_classify)
@@ -278,16 +272,16 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		struct mb_profile_entry pe;
 		int known = rt < 0 && mb_profile_lookup(pkey, &pe) == 0;
 		pthread_mutex_lock(&site_lock);
-		s = insert_locked(sites, (uintptr_t)ra, rt >= 0 ? rt : known ? pe.type : MB_KERNNORCLM);
+		s = insert_locked(mb_sites, (uintptr_t)ra, rt >= 0 ? rt : known ? pe.type : MB_KERNNORCLM);
 		if (s) {
 			s->pkey = pkey;
 			if (rt >= 0) {
-				atomic_store(&s->flags, SITE_PINNED);
+				atomic_store(&s->flags, MB_SITE_PINNED);
 			} else if (known) {
 				/* Start where the last run ended: its evidence and
 				 * verdict, sampling at the normal rate. */
 				profile_evidence(s, &pe);
-				atomic_store(&s->flags, pe.wrapper ? SITE_WRAPPER : 0);
+				atomic_store(&s->flags, pe.wrapper ? MB_SITE_WRAPPER : 0);
 			}
 		}
 		pthread_mutex_unlock(&site_lock);
@@ -297,7 +291,7 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		}
 	}
 	uint8_t fl = atomic_load_explicit(&s->flags, memory_order_relaxed);
-	if (fl & SITE_PINNED) {
+	if (fl & MB_SITE_PINNED) {
 		in_classify = 0;
 		return atomic_load(&s->slab_key);
 	}
@@ -309,11 +303,11 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		 * samples from older threads, and a wrapper's allocations get
 		 * the default type. */
 		in_classify = 0;
-		return (fl & SITE_WRAPPER) ? MB_KERNNORCLM : type;
+		return (fl & MB_SITE_WRAPPER) ? MB_KERNNORCLM : type;
 	}
-	if (fl & SITE_LEARNING) {
+	if (fl & MB_SITE_LEARNING) {
 		if (atomic_fetch_sub(&s->learn_left, 1) <= 1)
-			atomic_fetch_and(&s->flags, (uint8_t)~SITE_LEARNING);
+			atomic_fetch_and(&s->flags, (uint8_t)~MB_SITE_LEARNING);
 		sample = 1;
 	}
 	/* Through a wrapper: a thread's recent call paths, keyed by the return
@@ -322,7 +316,7 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 	 * paths found behind one key (same depth, different callers) make that
 	 * key unwind every time. */
 	struct wrapper_memo *wm = NULL;
-	if ((fl & SITE_WRAPPER) && !sample) {
+	if ((fl & MB_SITE_WRAPPER) && !sample) {
 		uintptr_t sp;
 		__asm__ volatile("mov %%rsp, %0" : "=r"(sp));
 		uintptr_t key = (uintptr_t)ra ^ (sp * 0x9e3779b97f4a7c15ULL);
@@ -340,9 +334,9 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 			return deep_verdict(wm->deep);
 		}
 	}
-	if (sample || (fl & SITE_WRAPPER)) {
+	if (sample || (fl & MB_SITE_WRAPPER)) {
 		capture();
-		struct site *d = deep_site(s, ra, 1);
+		struct mb_site *d = deep_site(s, ra, 1);
 		if (wm) {
 			if (wm->deep && d != wm->deep)
 				wm->ambiguous = 1;
@@ -350,10 +344,10 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 		}
 		/* Through a wrapper, the deeper site decides; one without
 		 * evidence yet gets the default, like any unseen site. */
-		if (fl & SITE_WRAPPER)
+		if (fl & MB_SITE_WRAPPER)
 			type = d ? deep_verdict(d) : MB_KERNNORCLM;
 		if (sample) {
-			sample_countdown = next_countdown();
+			mb_self.sample_countdown = next_countdown();
 			pending_site = s;
 			pending_deep = d;
 			type |= MB_CLASSIFY_SAMPLE;
@@ -365,11 +359,11 @@ static int classify_slow(void *ra, size_t n, struct site *s, int sample)
 
 int mb_classify_site_slow(void *ra, size_t n)
 {
-	if (!ready)
+	if (!mb_classify_ready)
 		return MB_KERNNORCLM;
-	struct site *s = lookup(sites, (uintptr_t)ra);
-	int sample = sample_countdown <= 0;
-	if (s && !sample && !(atomic_load_explicit(&s->flags, memory_order_relaxed) & (SITE_LEARNING | SITE_WRAPPER)))
+	struct mb_site *s = lookup(mb_sites, (uintptr_t)ra);
+	int sample = mb_self.sample_countdown <= 0;
+	if (s && !sample && !(atomic_load_explicit(&s->flags, memory_order_relaxed) & (MB_SITE_LEARNING | MB_SITE_WRAPPER)))
 		return atomic_load_explicit(&s->slab_key, memory_order_relaxed);
 	return classify_slow(ra, n, s, sample);
 }
@@ -381,7 +375,7 @@ int mb_classify_site_slow(void *ra, size_t n)
 
 struct sample {
 	uintptr_t addr;
-	struct site *site, *deep;
+	struct mb_site *site, *deep;
 	uint64_t born;
 	uint32_t next; /* bucket chain, or free list */
 	uint8_t counted_old;
@@ -393,7 +387,7 @@ static uint32_t free_sample = UINT32_MAX, nsamples, registrations;
 
 static uint32_t bucket_of(uintptr_t a)
 {
-	return hash_key(a) & (SAMPLE_BUCKETS - 1);
+	return mb_site_hash(a) & (SAMPLE_BUCKETS - 1);
 }
 
 /* Thresholds on the allocation clock, scaled to the heap's size: short is
@@ -406,37 +400,37 @@ static void thresholds(uint64_t *t_short, uint64_t *t_old)
 	*t_old = 2 * held > (64u << 20) ? 2 * held : (64u << 20);
 }
 
-static void decide_locked(struct site *s);
+static void decide_locked(struct mb_site *s);
 
-static int site_type(const struct site *s)
+static int site_type(const struct mb_site *s)
 {
 	return mb_key_type(atomic_load_explicit(&s->slab_key, memory_order_relaxed));
 }
 
 /* The site's type changes; its lane stays. */
-static void set_site_type(struct site *s, int t)
+static void set_site_type(struct mb_site *s, int t)
 {
 	uint8_t key = atomic_load_explicit(&s->slab_key, memory_order_relaxed);
 	atomic_store_explicit(&s->slab_key, (uint8_t)((key & ~MB_TYPE_MASK) | t), memory_order_relaxed);
 }
 
-static void check_wrapper_locked(struct site *parent)
+static void check_wrapper_locked(struct mb_site *parent)
 {
 	int seen = -1;
 	for (int i = 0; i < parent->ndeep; i++) {
-		struct site *d = parent->deep[i];
+		struct mb_site *d = parent->deep[i];
 		if (d->n_short + d->n_medium + d->n_old < MIN_EVIDENCE)
 			continue;
 		int t = site_type(d);
 		if (seen >= 0 && t != seen) {
-			atomic_fetch_or(&parent->flags, SITE_WRAPPER);
+			atomic_fetch_or(&parent->flags, MB_SITE_WRAPPER);
 			return;
 		}
 		seen = t;
 	}
 }
 
-static void decide_locked(struct site *s)
+static void decide_locked(struct mb_site *s)
 {
 	if (!s)
 		return;
@@ -446,7 +440,7 @@ static void decide_locked(struct site *s)
 		s->n_old /= 2;
 	}
 	int32_t total = s->n_short + s->n_medium + s->n_old;
-	if (total >= MIN_EVIDENCE && !(atomic_load(&s->flags) & SITE_PINNED)) {
+	if (total >= MIN_EVIDENCE && !(atomic_load(&s->flags) & MB_SITE_PINNED)) {
 		int t;
 		if (2 * s->n_short > total)
 			t = MB_USERRCLM;
@@ -463,7 +457,7 @@ static void decide_locked(struct site *s)
 /* A site whose objects are seen to die is judged by its own lifetimes: an
  * object is old only once it has outlived four times their mean, so a big
  * cache that turns over slowly is not mistaken for pinned data. */
-static uint64_t old_threshold(const struct site *s, uint64_t t_old)
+static uint64_t old_threshold(const struct mb_site *s, uint64_t t_old)
 {
 	if (s->freed >= 8) {
 		uint64_t own = 4 * (s->lifetime_sum / s->freed);
@@ -515,9 +509,9 @@ static int mark_sampled(void *p, size_t n)
 
 void mb_classify_sampled(void *p, size_t n)
 {
-	struct site *s = pending_site, *d = pending_deep;
+	struct mb_site *s = pending_site, *d = pending_deep;
 	pending_site = pending_deep = NULL;
-	if (!s || !ready || !mb_buddy_contains(&mb_heap.buddy, p))
+	if (!s || !mb_classify_ready || !mb_buddy_contains(&mb_heap.buddy, p))
 		return;
 	pthread_mutex_lock(&site_lock);
 	s->samples++;
@@ -562,7 +556,7 @@ void mb_classify_sampled(void *p, size_t n)
 	pthread_mutex_unlock(&site_lock);
 }
 
-static void credit_free(struct site *s, uint64_t life, uint64_t t_short, int was_old)
+static void credit_free(struct mb_site *s, uint64_t life, uint64_t t_short, int was_old)
 {
 	if (!s)
 		return;
@@ -579,7 +573,7 @@ static void credit_free(struct site *s, uint64_t life, uint64_t t_short, int was
 
 void mb_classify_freed(const void *p)
 {
-	if (!ready)
+	if (!mb_classify_ready)
 		return;
 	uint64_t now = mb_alloc_clock_now(), t_short, t_old;
 	pthread_mutex_lock(&site_lock);
@@ -609,18 +603,18 @@ void mb_classify_init(void)
 	parse_rules(mb_opt.rules);
 	if (mb_opt.profile)
 		mb_profile_load(mb_opt.profile);
-	size_t site_bytes = (size_t)SITE_CAP * sizeof(struct site);
-	sites = mb_os_reserve(site_bytes, 4096);
+	size_t site_bytes = (size_t)MB_SITE_CAP * sizeof(struct mb_site);
+	mb_sites = mb_os_reserve(site_bytes, 4096);
 	deep_sites = mb_os_reserve(site_bytes, 4096);
 	samples = mb_os_reserve((size_t)SAMPLE_CAP * sizeof(struct sample), 4096);
 	buckets = mb_os_reserve(SAMPLE_BUCKETS * sizeof(uint32_t), 4096);
-	if (!sites || !deep_sites || !samples || !buckets) {
+	if (!mb_sites || !deep_sites || !samples || !buckets) {
 		mb_warn("cannot reserve the call-site tables; classification is off");
 		mb_opt.classify = 0;
 		/* The fast path reads a NULL table as "off". */
-		if (sites)
-			mb_os_unreserve(sites, site_bytes);
-		sites = NULL;
+		if (mb_sites)
+			mb_os_unreserve(mb_sites, site_bytes);
+		mb_sites = NULL;
 		return;
 	}
 	memset(buckets, 0xff, SAMPLE_BUCKETS * sizeof(uint32_t));
@@ -637,11 +631,11 @@ void mb_classify_init(void)
 				held[nheld++] = got;
 		}
 	}
-	void *warm[NFRAMES];
-	unw_backtrace(warm, NFRAMES);
+	void *warm[MB_NFRAMES];
+	unw_backtrace(warm, MB_NFRAMES);
 	while (nheld)
 		close(held[--nheld]);
-	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&mb_classify_ready, 1, __ATOMIC_RELEASE);
 }
 
 void mb_classify_fork_prepare(void)
@@ -672,19 +666,19 @@ void mb_classify_fork_child(void)
  * every site forgets what it learned and learns again. */
 void mb_classify_code_unmapped(void)
 {
-	if (!ready)
+	if (!mb_classify_ready)
 		return;
 	mb_profile_forget_modules();
 	pthread_mutex_lock(&site_lock);
-	for (struct site *t = sites; t; t = t == sites ? deep_sites : NULL) {
-		for (uint32_t i = 0; i < SITE_CAP; i++) {
-			struct site *s = &t[i];
-			if (!atomic_load(&s->key) || (atomic_load(&s->flags) & SITE_PINNED))
+	for (struct mb_site *t = mb_sites; t; t = t == mb_sites ? deep_sites : NULL) {
+		for (uint32_t i = 0; i < MB_SITE_CAP; i++) {
+			struct mb_site *s = &t[i];
+			if (!atomic_load(&s->key) || (atomic_load(&s->flags) & MB_SITE_PINNED))
 				continue;
 			s->n_short = s->n_medium = s->n_old = 0;
 			set_site_type(s, MB_KERNNORCLM);
 			atomic_store(&s->learn_left, LEARN_SAMPLES);
-			atomic_store(&s->flags, SITE_LEARNING);
+			atomic_store(&s->flags, MB_SITE_LEARNING);
 		}
 	}
 	pthread_mutex_unlock(&site_lock);
@@ -692,19 +686,19 @@ void mb_classify_code_unmapped(void)
 
 void mb_classify_save_profile(void)
 {
-	if (!ready || !mb_opt.profile)
+	if (!mb_classify_ready || !mb_opt.profile)
 		return;
 	if (mb_profile_save_begin(mb_opt.profile) != 0)
 		return;
 	pthread_mutex_lock(&site_lock);
-	for (struct site *t = sites; t; t = t == sites ? deep_sites : NULL) {
-		for (uint32_t i = 0; i < SITE_CAP; i++) {
-			struct site *s = &t[i];
+	for (struct mb_site *t = mb_sites; t; t = t == mb_sites ? deep_sites : NULL) {
+		for (uint32_t i = 0; i < MB_SITE_CAP; i++) {
+			struct mb_site *s = &t[i];
 			int fl = atomic_load(&s->flags);
-			if (!atomic_load(&s->key) || !s->pkey || (fl & SITE_PINNED) ||
+			if (!atomic_load(&s->key) || !s->pkey || (fl & MB_SITE_PINNED) ||
 			    s->n_short + s->n_medium + s->n_old < MIN_EVIDENCE)
 				continue;
-			struct mb_profile_entry e = { s->pkey, site_type(s), (fl & SITE_WRAPPER) != 0,
+			struct mb_profile_entry e = { s->pkey, site_type(s), (fl & MB_SITE_WRAPPER) != 0,
 						      s->n_short, s->n_medium, s->n_old,
 						      s->freed ? s->lifetime_sum / s->freed : 0 };
 			mb_profile_save_site(&e);
@@ -736,16 +730,16 @@ static void symbolize(void *pc, char *out, size_t len)
 
 void mb_classify_write_sites(struct mb_out *o, int json)
 {
-	if (!ready)
+	if (!mb_classify_ready)
 		return;
-	struct site *top[TOP_SITES];
-	struct site copy[TOP_SITES];
+	struct mb_site *top[TOP_SITES];
+	struct mb_site copy[TOP_SITES];
 	int n = 0;
 	/* Pick the top sites by sampled bytes under the lock; symbolise after. */
 	pthread_mutex_lock(&site_lock);
-	for (struct site *t = sites; t; t = t == sites ? deep_sites : NULL) {
-		for (uint32_t i = 0; i < SITE_CAP; i++) {
-			struct site *s = &t[i];
+	for (struct mb_site *t = mb_sites; t; t = t == mb_sites ? deep_sites : NULL) {
+		for (uint32_t i = 0; i < MB_SITE_CAP; i++) {
+			struct mb_site *s = &t[i];
 			if (!atomic_load(&s->key) || !s->samples)
 				continue;
 			int pos = n < TOP_SITES ? n++ : TOP_SITES;
@@ -767,7 +761,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 			      "  %-10s %4s %7s %10s %13s %6s %6s  %s\n", TOP_SITES, "type", "lane", "samples", "bytes", "lifetime",
 			   "freed", "flags", "frames (function+offset (library))");
 	for (int i = 0; i < n; i++) {
-		struct site *s = &copy[i];
+		struct mb_site *s = &copy[i];
 		int type = site_type(s), flags = atomic_load(&s->flags);
 		int lane = mb_key_lane(atomic_load(&s->slab_key));
 		double life = s->freed ? (double)s->lifetime_sum / (double)s->freed : 0;
@@ -786,8 +780,8 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 				      "\"mean_lifetime_bytes\":%.0f,\"wrapper\":%s,\"deep\":%s,\"pinned_by_rule\":%s,\"frames\":[",
 				   i ? "," : "", mb_type_names[type], lane, (unsigned long long)s->samples,
 				   (unsigned long long)s->sampled_bytes, (unsigned long long)s->freed, life,
-				   (flags & SITE_WRAPPER) ? "true" : "false", s->is_deep ? "true" : "false",
-				   (flags & SITE_PINNED) ? "true" : "false");
+				   (flags & MB_SITE_WRAPPER) ? "true" : "false", s->is_deep ? "true" : "false",
+				   (flags & MB_SITE_PINNED) ? "true" : "false");
 			for (int k = 0; k < nf; k++) {
 				if (k)
 					mb_out_str(o, ",");
@@ -796,13 +790,13 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 			mb_out_str(o, "]}");
 		} else {
 			char fl[8] = "";
-			if (flags & SITE_WRAPPER)
+			if (flags & MB_SITE_WRAPPER)
 				strcat(fl, "W");
 			if (s->is_deep)
 				strcat(fl, "D");
-			if (flags & SITE_PINNED)
+			if (flags & MB_SITE_PINNED)
 				strcat(fl, "R");
-			if (flags & SITE_LEARNING)
+			if (flags & MB_SITE_LEARNING)
 				strcat(fl, "L");
 			mb_out_fmt(o, "  %-10s %4d %7llu %10llu %9.1f MiB %6llu %6s  %s", mb_type_names[type], lane,
 				   (unsigned long long)s->samples, (unsigned long long)s->sampled_bytes,

@@ -26,19 +26,19 @@
 
 #define MB_CLASSIFY_SAMPLE 0x100 /* record this allocation as a sample */
 
-#define SITE_CAP (1u << 15)
-#define SITE_PROBES 32
-#define NFRAMES 8
+#define MB_SITE_CAP (1u << 15)
+#define MB_SITE_PROBES 32
+#define MB_NFRAMES 8
 #define MB_MAX_DEEP 8
 
 enum {
-	SITE_LEARNING = 1, /* still sampling every allocation */
-	SITE_WRAPPER = 2,  /* deeper frames decide the type */
-	SITE_PINNED = 4,   /* type fixed by a rule */
+	MB_SITE_LEARNING = 1, /* still sampling every allocation */
+	MB_SITE_WRAPPER = 2,  /* deeper frames decide the type */
+	MB_SITE_PINNED = 4,   /* type fixed by a rule */
 };
 
 /* One call site. The first three fields are all the fast path reads. */
-struct site {
+struct mb_site {
 	_Atomic uintptr_t key;   /* return address, or hash of deeper frames */
 	_Atomic uint8_t slab_key; /* reclaim type | lane << MB_LANE_SHIFT */
 	_Atomic uint8_t flags;
@@ -49,13 +49,13 @@ struct site {
 	int32_t n_short, n_medium, n_old;
 	uint64_t samples, sampled_bytes, freed, lifetime_sum;
 	int nframes;
-	void *frames[NFRAMES];   /* one sampled stack, for the report */
-	struct site *parent;     /* deep sites: the wrapper's site */
+	void *frames[MB_NFRAMES];   /* one sampled stack, for the report */
+	struct mb_site *parent;     /* deep sites: the wrapper's site */
 	uint64_t pkey;           /* profile key (module + offset), 0 if none */
-	struct site *deep[MB_MAX_DEEP];
+	struct mb_site *deep[MB_MAX_DEEP];
 };
 
-extern struct site *mb_sites;
+extern struct mb_site *mb_sites;
 extern int mb_classify_ready;
 
 static inline uint32_t mb_site_hash(uintptr_t k)
@@ -63,7 +63,7 @@ static inline uint32_t mb_site_hash(uintptr_t k)
 	return (uint32_t)((k * 0x9e3779b97f4a7c15ULL) >> 40);
 }
 
-/* mb_type_hint (thread.h): -1, or the type the thread asked for with
+/* mb_self.type_hint (thread.h): -1, or the type the thread asked for with
  * mbuddy_set_thread_type(). */
 
 /* Type (and MB_CLASSIFY_SAMPLE) for an allocation of n bytes whose
@@ -79,18 +79,18 @@ int mb_classify_site_slow(void *ra, size_t n);
  * mb_classify_ready. */
 static inline int mb_classify_fast(void *ra, int *key)
 {
-	int hint = mb_type_hint;
+	int hint = mb_self.type_hint;
 	if (__builtin_expect(hint >= 0, 0)) {
 		*key = hint;
 		return 1;
 	}
-	struct site *tab = mb_sites;
+	struct mb_site *tab = mb_sites;
 	if (__builtin_expect(tab == NULL, 0)) {
 		*key = MB_KERNNORCLM; /* the patch's default type */
 		return 1;
 	}
-	if (__builtin_expect(--mb_sample_countdown > 0, 1)) {
-		struct site *s = &tab[mb_site_hash((uintptr_t)ra) & (SITE_CAP - 1)];
+	if (__builtin_expect(--mb_self.sample_countdown > 0, 1)) {
+		struct mb_site *s = &tab[mb_site_hash((uintptr_t)ra) & (MB_SITE_CAP - 1)];
 		if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_relaxed) == (uintptr_t)ra &&
 				     !atomic_load_explicit(&s->flags, memory_order_relaxed), 1)) {
 			*key = atomic_load_explicit(&s->slab_key, memory_order_relaxed);

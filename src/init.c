@@ -66,28 +66,28 @@ static void thread_exit(void *arg)
 	struct mb_tcache *tc = arg;
 	if (!tc)
 		return;
-	mb_tc_busy = 1;
+	mb_self.tc_busy = 1;
 	mb_tcache_destroy(tc);
-	mb_tc = mb_tc_fast = NULL;
+	mb_self.tc = mb_self.fast = NULL;
 	thread_done = 1;
-	mb_tc_busy = 0;
+	mb_self.tc_busy = 0;
 }
 
 struct mb_tcache *mb_thread_init(void)
 {
-	if (mb_tc_busy || thread_done || !thread_key_ok)
+	if (mb_self.tc_busy || thread_done || !thread_key_ok)
 		return NULL;
-	mb_tc_busy = 1;
+	mb_self.tc_busy = 1;
 	struct mb_tcache *tc = mb_tcache_create();
 	if (tc) {
 		/* Our key is among the first, so this does not allocate; if it
-		 * did, mb_tc_busy sends that allocation down the slow path. */
+		 * did, mb_self.tc_busy sends that allocation down the slow path. */
 		pthread_setspecific(thread_key, tc);
-		mb_tc = tc;
+		mb_self.tc = tc;
 		/* With canaries every object passes the general paths. */
-		mb_tc_fast = mb_opt.check ? NULL : tc;
+		mb_self.fast = mb_opt.check ? NULL : tc;
 	}
-	mb_tc_busy = 0;
+	mb_self.tc_busy = 0;
 	return tc;
 }
 

@@ -184,7 +184,7 @@ void mb_tcache_fork_child(void)
 	/* Only the forking thread survives; the other threads' caches stay
 	 * allocated (their objects are simply lost, as with every malloc), but
 	 * their counters must not be counted twice. Keep ours. */
-	struct mb_tcache *self = mb_tc;
+	struct mb_tcache *self = mb_self.tc;
 	for (struct mb_tcache *tc = all_caches; tc; tc = tc->next)
 		if (tc != self)
 			counts_fold(&mb_heap.counts, &tc->counts);

@@ -31,8 +31,8 @@ struct mb_tcache {
 	struct mb_tentry *row[MB_NKEYS];
 };
 
-/* This thread's cache is mb_tc, and mb_tc_busy is set while it is being
- * created or torn down (thread.h); init.c decides when that happens. */
+/* This thread's cache is mb_self.tc, and mb_self.tc_busy is set while it
+ * is being created or torn down (thread.h); init.c decides when. */
 
 /* A new, empty cache, counted among the live ones; NULL without memory. */
 struct mb_tcache *mb_tcache_create(void);

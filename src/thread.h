@@ -26,10 +26,4 @@ struct mb_thread {
 
 extern __thread struct mb_thread mb_self MB_TLS;
 
-#define mb_tc (mb_self.tc)
-#define mb_tc_fast (mb_self.fast)
-#define mb_tc_busy (mb_self.tc_busy)
-#define mb_sample_countdown (mb_self.sample_countdown)
-#define mb_type_hint (mb_self.type_hint)
-
 #endif
