@@ -7,12 +7,7 @@
 
 #include <stdint.h>
 
-struct mb_profile_entry {
-	uint64_t key;
-	uint8_t type, wrapper;
-	int32_t n_short, n_medium, n_old;
-	uint64_t mean_lifetime; /* of freed samples, in bytes allocated */
-};
+#include "profile_format.h"
 
 /* Read MBUDDY_PROFILE if it is a regular file (never blocks on a FIFO);
  * problems are reported once and the file ignored. At most 16384 sites

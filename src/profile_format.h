@@ -10,10 +10,17 @@
 #include <stdint.h>
 
 #include "out.h"
-#include "profile.h"
 
 #define MB_PROFILE_MAGIC "libmbuddy-profile 2"
 #define MB_PROFILE_MAGIC_V1 "libmbuddy-profile 1"
+
+/* What a site line says: what a run learned about one call site. */
+struct mb_profile_entry {
+	uint64_t key;
+	uint8_t type, wrapper;
+	int32_t n_short, n_medium, n_old;
+	uint64_t mean_lifetime; /* of freed samples, in bytes allocated */
+};
 
 /* One line, without its newline. */
 struct mb_profile_line {
