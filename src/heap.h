@@ -8,7 +8,6 @@
 #include <stdint.h>
 
 #include "buddy.h"
-#include "sizeclass.h"
 
 /* What a page of the region holds, in mb_page.kind. */
 enum mb_page_kind {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "heap.h"
+#include "sizeclass.h"
 
 enum mb_obj_state {
 	MB_OBJ_FREE = 0,      /* free in its slab */
