@@ -1,4 +1,4 @@
-/* Layer 7: the exported malloc API of glibc Linux. Each entry point only
+/* The exported malloc API of glibc Linux. Each entry point only
  * picks the reclaim type for its caller and translates the call. */
 #include "config.h"
 

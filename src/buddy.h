@@ -1,4 +1,4 @@
-/* Layer 2: the typed buddy allocator of Mel Gorman's 2005 patch, over the
+/* The typed buddy allocator of Mel Gorman's 2005 patch, over the
  * 4 KiB pages of one reserved region.
  *
  * Three free-list arrays [type][order] for orders below the pageblock order,

@@ -1,4 +1,4 @@
-/* Layer 5: which reclaim type an allocation gets.
+/* Classification: which reclaim type an allocation gets.
  *
  * The program's own word comes first (the per-thread hint of the public
  * API). Otherwise the call site decides: the fast path keys on the return

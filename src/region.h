@@ -1,4 +1,4 @@
-/* Layer 1: the operating system. Reserves the heap region and the
+/* The operating system. Reserves the heap region and the
  * out-of-band metadata mappings, and hands pages back to the kernel. */
 #ifndef MB_REGION_H
 #define MB_REGION_H

@@ -1,4 +1,4 @@
-/* Layer 3: small objects carved from buddy pages. A slab belongs to one
+/* Slabs: small objects carved from buddy pages. A slab belongs to one
  * (slab key, size class): one reclaim type and one lane of it, so objects
  * of different lifetimes never share a page.
  * Object states live out of band, one byte per object, so neither an

@@ -1,4 +1,4 @@
-/* Layer 6: the report. A snapshot of the heap taken under the lock, then
+/* The report. A snapshot of the heap taken under the lock, then
  * written as text for people (buddyinfo / pagetypeinfo style, the patch's
  * bean counters) or JSON for tools, with plain write(2) calls so that a
  * dump never allocates from the heap it describes. */

@@ -1,4 +1,4 @@
-/* Layer 4: per-thread caches of free small objects per (slab key, size class).
+/* Per-thread caches of free small objects per (slab key, size class).
  * Entries are kept in arrays, never threaded through the objects, so user
  * memory never holds allocator pointers. */
 #ifndef MB_TCACHE_H
