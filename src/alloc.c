@@ -31,14 +31,15 @@ __attribute__((noinline)) void *mb_tick_then(struct mb_tcache *tc, void *p)
 
 /* The heap is full: the free objects this thread's cache and the transfer
  * caches hold may be all that keeps some slabs, and so their pages, from
- * going back to the buddy. Gives them back; returns 1 if there were any (a
- * retry may succeed). */
+ * going back to the buddy, and free memory may be out of reach while the
+ * kernel takes it back. Gives them back and waits for the release; returns
+ * 1 if there was either (a retry may succeed). */
 static int give_back_cache(void)
 {
 	struct mb_tcache *tc = mb_self.tc;
 	size_t n = tc ? mb_tcache_flush_all(tc, 1) : 0;
 	n += mb_slab_drain();
-	return n != 0;
+	return mb_purge_settle() | (n != 0);
 }
 
 /* A page-granular allocation, retried once after the thread's cache was

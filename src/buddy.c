@@ -98,7 +98,6 @@ static void add_free_block(struct mb_buddy *b, size_t idx, unsigned order, int t
 	struct mb_page *p = &b->pages[idx];
 	p->state = MB_PG_FREE;
 	p->order = (uint8_t)order;
-	p->flags &= (uint8_t)~MB_PGF_AGED; /* idle time counts from now */
 	list_add(b, &b->free_area[type][order], (uint32_t)idx, at_tail);
 }
 
@@ -137,55 +136,115 @@ static void records_on(struct mb_buddy *b, size_t pb)
 
 /* ---- the global pool ---- */
 
+/* ---- the purge queues ---- */
+
 /* Queue links are stored as index + 1: zero (untouched) means none. */
 static uint32_t q_next(const struct mb_buddy *b, uint32_t pb) { return b->pb_next[pb] - 1u; }
 static uint32_t q_prev(const struct mb_buddy *b, uint32_t pb) { return b->pb_prev[pb] - 1u; }
 static void q_set_next(struct mb_buddy *b, uint32_t pb, uint32_t to) { b->pb_next[pb] = to + 1u; }
 static void q_set_prev(struct mb_buddy *b, uint32_t pb, uint32_t to) { b->pb_prev[pb] = to + 1u; }
 
-static void dirty_unlink(struct mb_buddy *b, uint32_t pb)
+struct queue {
+	uint32_t *head, *tail;
+	size_t *n;
+};
+
+static struct queue dirty_q(struct mb_buddy *b) { return (struct queue){ &b->dirty_head, &b->dirty_tail, &b->nr_dirty }; }
+static struct queue freed_q(struct mb_buddy *b) { return (struct queue){ &b->freed_head, &b->freed_tail, &b->nr_freed }; }
+
+static void oldest_update(struct mb_buddy *b)
 {
-	uint32_t n = q_next(b, pb), p = q_prev(b, pb);
+	uint64_t d = b->dirty_head != MB_NIL ? b->pb_freed_at[b->dirty_head] : UINT64_MAX;
+	uint64_t f = b->freed_head != MB_NIL ? b->pb_freed_at[b->freed_head] : UINT64_MAX;
+	/* Sequentially consistent: a background purger that is about to
+	 * sleep either sees it or is seen sleeping (purge.c). */
+	__atomic_store_n(&b->oldest, d < f ? d : f, __ATOMIC_SEQ_CST);
+}
+
+static void q_append(struct mb_buddy *b, struct queue q, size_t pb)
+{
+	b->pb_flags[pb] |= MB_PBF_QUEUED;
+	b->pb_freed_at[pb] = b->clock;
+	b->pb_next[pb] = 0;
+	q_set_prev(b, (uint32_t)pb, *q.tail);
+	if (*q.tail != MB_NIL)
+		q_set_next(b, *q.tail, (uint32_t)pb);
+	else
+		*q.head = (uint32_t)pb;
+	*q.tail = (uint32_t)pb;
+	(*q.n)++;
+	if (*q.head == pb)
+		oldest_update(b);
+}
+
+static void q_unlink(struct mb_buddy *b, struct queue q, size_t pb)
+{
+	uint32_t n = q_next(b, (uint32_t)pb), p = q_prev(b, (uint32_t)pb);
 	if (p != MB_NIL)
 		q_set_next(b, p, n);
 	else
-		b->dirty_head = n;
+		*q.head = n;
 	if (n != MB_NIL)
 		q_set_prev(b, n, p);
 	else
-		b->dirty_tail = p;
+		*q.tail = p;
 	b->pb_next[pb] = b->pb_prev[pb] = 0;
 	b->pb_flags[pb] &= (uint8_t)~MB_PBF_QUEUED;
-	b->nr_dirty--;
+	(*q.n)--;
+	if (p == MB_NIL)
+		oldest_update(b);
 }
 
-/* A whole pageblock comes back: it joins the global pool, resident and
- * dirty, queued for release by age. */
+/* Dirty pages were freed in owned pageblock pb: queue it, stamped now,
+ * unless it waits already. */
+static void freed_note(struct mb_buddy *b, size_t pb)
+{
+	if (!(b->pb_flags[pb] & MB_PBF_QUEUED))
+		q_append(b, freed_q(b), pb);
+}
+
+/* ---- the global pool ---- */
+
+/* Whether any page of pageblock pb, which has records, is dirty. */
+static int records_dirty(const struct mb_buddy *b, size_t pb)
+{
+	size_t first = pb << b->pb_order;
+	for (size_t i = first; i < first + b->pb_pages; i++)
+		if (b->pages[i].flags & MB_PGF_DIRTY)
+			return 1;
+	return 0;
+}
+
+/* A whole pageblock comes back: it joins the global pool. A dirty one is
+ * queued for release by age; a clean one (its pages all handed back
+ * already) needs no records any more. */
 static void global_refill(struct mb_buddy *b, size_t pb, int owner)
 {
+	if (b->pb_flags[pb] & MB_PBF_QUEUED)
+		q_unlink(b, freed_q(b), pb);
 	set_pb_type(b, pb, MB_PB_GLOBAL);
 	owned_clear(b, pb);
 	b->nr_global++;
 	b->pb_owned[owner]--;
 	b->count.global_refills++;
 
-	b->pb_flags[pb] |= MB_PBF_DIRTY | MB_PBF_QUEUED;
-	b->pb_freed_at[pb] = b->clock;
-	b->pb_next[pb] = 0;
-	q_set_prev(b, (uint32_t)pb, b->dirty_tail);
-	if (b->dirty_tail != MB_NIL)
-		q_set_next(b, b->dirty_tail, (uint32_t)pb);
-	else
-		b->dirty_head = (uint32_t)pb;
-	b->dirty_tail = (uint32_t)pb;
-	b->nr_dirty++;
+	int dirty = b->pb_flags[pb] & MB_PBF_RECORDS ? records_dirty(b, pb) : (b->pb_flags[pb] & MB_PBF_DIRTY);
+	if (!dirty) {
+		records_clear(b, pb);
+		b->pb_flags[pb] = 0;
+		if (pb < b->clean_hint)
+			b->clean_hint = pb;
+		return;
+	}
+	b->pb_flags[pb] |= MB_PBF_DIRTY;
+	q_append(b, dirty_q(b), pb);
 }
 
 /* Take pageblock pb out of the global pool and reserve it for type. */
 static void global_take(struct mb_buddy *b, size_t pb, int type)
 {
 	if (b->pb_flags[pb] & MB_PBF_QUEUED)
-		dirty_unlink(b, (uint32_t)pb);
+		q_unlink(b, dirty_q(b), pb);
 	owned_set(b, pb);
 	b->nr_global--;
 	set_pb_type(b, pb, type);
@@ -258,8 +317,9 @@ static void expand(struct mb_buddy *b, size_t idx, unsigned low, unsigned high, 
 }
 
 /* Free one aligned block, merging with free buddies inside its pageblock.
- * A block that grows to pageblock size goes back to the global pool. */
-static void free_block(struct mb_buddy *b, size_t idx, unsigned order)
+ * A block that grows to pageblock size goes back to the global pool; else,
+ * if `dirty`, its pageblock is queued for purging. */
+static void free_block(struct mb_buddy *b, size_t idx, unsigned order, int dirty)
 {
 	size_t pb = idx >> b->pb_order;
 	int owner = mb_buddy_pb_type(b, pb);
@@ -286,6 +346,8 @@ static void free_block(struct mb_buddy *b, size_t idx, unsigned order)
 		to_tail = b->pages[higher].state == MB_PG_FREE && b->pages[higher].order == order + 1;
 	}
 	add_free_block(b, idx, order, owner, to_tail);
+	if (dirty)
+		freed_note(b, pb);
 }
 
 /* Largest order k with idx aligned to 2^k and idx + 2^k <= end, capped at
@@ -306,7 +368,7 @@ static void free_range(struct mb_buddy *b, size_t idx, size_t end)
 	while (idx < end) {
 		unsigned k = range_block_order(b, idx, end);
 		b->pages[idx].state = MB_PG_NONE;
-		free_block(b, idx, k);
+		free_block(b, idx, k, 1);
 		idx += (size_t)1 << k;
 	}
 }
@@ -416,6 +478,8 @@ static void take_over_pageblock(struct mb_buddy *b, size_t pb, int to)
 			i += (size_t)1 << o;
 		} else if (p->state == MB_PG_ALLOC) {
 			i += p->npages;
+		} else if (p->state == MB_PG_PURGING) {
+			i += (size_t)1 << p->order; /* goes back to the new owner */
 		} else {
 			i++; /* the tail of a run that started in an earlier pageblock */
 		}
@@ -741,56 +805,180 @@ int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages)
 
 /* ---- memory return ---- */
 
-size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max)
+static void batch_add(struct mb_purge_batch *bt, size_t idx, size_t npages, int global)
 {
-	size_t done = 0;
-	while (done < max && b->dirty_head != MB_NIL) {
-		uint32_t pb = b->dirty_head;
-		if (b->pb_freed_at[pb] > idle_since)
-			break;
-		size_t first = (size_t)pb << b->pb_order;
-		if (b->release && b->release(mb_buddy_page_addr(b, first), b->pb_pages << MB_PAGE_SHIFT) != 0) {
-			b->count.release_failures++;
-			break; /* it stays resident and queued; try again later */
-		}
-		dirty_unlink(b, pb);
-		/* A clean pageblock in the pool needs no page records: all
-		 * zero reads as "nothing here, clean". */
-		records_clear(b, pb);
-		b->pb_flags[pb] = 0;
-		if ((size_t)pb < b->clean_hint)
-			b->clean_hint = pb;
-		b->count.released_pageblocks++;
-		done++;
-	}
-	return done;
+	struct mb_purge_range *r = &bt->r[bt->n++];
+	r->idx = idx;
+	r->npages = npages;
+	r->global = (uint8_t)global;
+	r->ok = 0;
+	bt->pages += npages;
 }
 
-size_t mb_buddy_release_free_blocks(struct mb_buddy *b, unsigned min_order, int force)
+static int queued_global(const struct mb_buddy *b, size_t pb, uint64_t idle_since)
+{
+	return pb < b->nblocks && global_test(b, pb) && (b->pb_flags[pb] & MB_PBF_QUEUED) &&
+	       b->pb_freed_at[pb] <= idle_since;
+}
+
+/* Global pageblock pb, and its queued neighbours idle as long, as one range
+ * out of the pool. */
+static void take_global_range(struct mb_buddy *b, size_t pb, uint64_t idle_since, size_t room,
+			      struct mb_purge_batch *bt)
+{
+	size_t max = room >> b->pb_order ? room >> b->pb_order : 1;
+	size_t lo = pb, hi = pb + 1;
+	while (hi - lo < max && queued_global(b, hi, idle_since))
+		hi++;
+	while (hi - lo < max && lo > 0 && queued_global(b, lo - 1, idle_since))
+		lo--;
+	for (size_t p = lo; p < hi; p++) {
+		q_unlink(b, dirty_q(b), p);
+		owned_set(b, p);
+		b->pb_flags[p] |= MB_PBF_INFLIGHT;
+		b->nr_global--;
+		b->nr_inflight++;
+	}
+	batch_add(bt, lo << b->pb_order, (hi - lo) << b->pb_order, 1);
+}
+
+static int block_dirty(const struct mb_buddy *b, size_t idx, size_t n)
+{
+	for (size_t j = idx; j < idx + n; j++)
+		if (b->pages[j].flags & MB_PGF_DIRTY)
+			return 1;
+	return 0;
+}
+
+/* The spans of adjacent free blocks of owned pageblock pb that hold a dirty
+ * page come off the lists. Returns 0 when the batch filled up before the
+ * pageblock was done: it stays queued, at the head. */
+static int take_freed(struct mb_buddy *b, size_t pb, size_t budget, struct mb_purge_batch *bt)
+{
+	int owner = mb_buddy_pb_type(b, pb);
+	size_t i = pb << b->pb_order, end = i + b->pb_pages;
+	while (i < end) {
+		struct mb_page *p = &b->pages[i];
+		if (p->state == MB_PG_ALLOC) {
+			i += p->npages;
+		} else if (p->state == MB_PG_PURGING) {
+			i += (size_t)1 << p->order;
+		} else if (p->state != MB_PG_FREE) {
+			i++; /* the tail of a run from an earlier pageblock */
+		} else {
+			size_t s = i;
+			int dirty = 0;
+			while (i < end && b->pages[i].state == MB_PG_FREE) {
+				size_t n = (size_t)1 << b->pages[i].order;
+				dirty = dirty || block_dirty(b, i, n);
+				i += n;
+			}
+			if (!dirty)
+				continue;
+			if (bt->n == MB_PURGE_RANGES || bt->pages >= budget)
+				return 0;
+			for (size_t j = s; j < i;) {
+				unsigned o = b->pages[j].order;
+				list_del(b, &b->free_area[owner][o], (uint32_t)j);
+				b->pages[j].state = MB_PG_PURGING;
+				j += (size_t)1 << o;
+			}
+			b->pages_inflight += i - s;
+			batch_add(bt, s, i - s, 0);
+		}
+	}
+	q_unlink(b, freed_q(b), pb);
+	return 1;
+}
+
+size_t mb_buddy_purge_take(struct mb_buddy *b, uint64_t idle_since, size_t budget, struct mb_purge_batch *bt)
+{
+	bt->n = 0;
+	bt->pages = 0;
+	while (bt->n < MB_PURGE_RANGES && bt->pages < budget) {
+		uint32_t g = b->dirty_head, f = b->freed_head;
+		uint64_t gs = g != MB_NIL ? b->pb_freed_at[g] : UINT64_MAX;
+		uint64_t fs = f != MB_NIL ? b->pb_freed_at[f] : UINT64_MAX;
+		if (gs <= fs && gs <= idle_since && g != MB_NIL)
+			take_global_range(b, g, idle_since, budget - bt->pages, bt);
+		else if (fs <= idle_since && f != MB_NIL) {
+			if (!take_freed(b, f, budget, bt))
+				break;
+		} else
+			break;
+	}
+	return bt->pages;
+}
+
+void mb_buddy_purge_release(const struct mb_buddy *b, struct mb_purge_batch *bt)
+{
+	for (unsigned k = 0; k < bt->n; k++) {
+		struct mb_purge_range *r = &bt->r[k];
+		r->ok = !b->release || b->release(mb_buddy_page_addr(b, r->idx), r->npages << MB_PAGE_SHIFT) == 0;
+	}
+}
+
+/* A global range back in the pool: clean, without records, if released;
+ * else dirty and queued again. */
+static void done_global(struct mb_buddy *b, const struct mb_purge_range *r)
+{
+	for (size_t pb = r->idx >> b->pb_order; pb < (r->idx + r->npages) >> b->pb_order; pb++) {
+		owned_clear(b, pb);
+		b->pb_flags[pb] &= (uint8_t)~MB_PBF_INFLIGHT;
+		b->nr_global++;
+		b->nr_inflight--;
+		if (!r->ok) {
+			q_append(b, dirty_q(b), pb);
+			continue;
+		}
+		records_clear(b, pb);
+		b->pb_flags[pb] = 0;
+		if (pb < b->clean_hint)
+			b->clean_hint = pb;
+		b->count.released_pageblocks++;
+	}
+}
+
+/* The free blocks of a span go back, clean if released, merging. */
+static void done_freed(struct mb_buddy *b, const struct mb_purge_range *r)
+{
+	for (size_t j = r->idx; j < r->idx + r->npages;) {
+		unsigned o = b->pages[j].order;
+		size_t n = (size_t)1 << o;
+		if (r->ok)
+			for (size_t i = j; i < j + n; i++)
+				b->pages[i].flags &= (uint8_t)~MB_PGF_DIRTY;
+		b->pages[j].state = MB_PG_NONE;
+		free_block(b, j, o, !r->ok);
+		j += n;
+	}
+	b->pages_inflight -= r->npages;
+}
+
+void mb_buddy_purge_done(struct mb_buddy *b, struct mb_purge_batch *bt)
+{
+	for (unsigned k = 0; k < bt->n; k++) {
+		struct mb_purge_range *r = &bt->r[k];
+		if (!r->ok)
+			b->count.release_failures++;
+		if (r->global)
+			done_global(b, r);
+		else
+			done_freed(b, r);
+	}
+}
+
+size_t mb_buddy_purge(struct mb_buddy *b, uint64_t idle_since, size_t budget)
 {
 	size_t released = 0;
-	for (int t = 0; t < MB_NTYPES; t++) {
-		for (unsigned o = min_order; o < b->pb_order; o++) {
-			size_t n = (size_t)1 << o;
-			for (uint32_t i = b->free_area[t][o].head; i != MB_NIL; i = b->pages[i].next) {
-				struct mb_page *h = &b->pages[i];
-				int dirty = 0;
-				for (size_t j = i; j < i + n && !dirty; j++)
-					dirty = b->pages[j].flags & MB_PGF_DIRTY;
-				if (!dirty)
-					continue;
-				if (!force && !(h->flags & MB_PGF_AGED)) {
-					h->flags |= MB_PGF_AGED;
-					continue;
-				}
-				if (b->release && b->release(mb_buddy_page_addr(b, i), n << MB_PAGE_SHIFT) != 0) {
-					b->count.release_failures++;
-					return released;
-				}
-				for (size_t j = i; j < i + n; j++)
-					b->pages[j].flags = 0;
-				released += n;
-			}
+	struct mb_purge_batch bt;
+	while (released < budget && mb_buddy_purge_take(b, idle_since, budget - released, &bt)) {
+		mb_buddy_purge_release(b, &bt);
+		mb_buddy_purge_done(b, &bt);
+		for (unsigned k = 0; k < bt.n; k++) {
+			if (!bt.r[k].ok)
+				return released; /* the kernel refuses: try later */
+			released += bt.r[k].npages;
 		}
 	}
 	return released;
@@ -868,6 +1056,8 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	 * the zeroes of the fresh reservation say so, nothing is written. */
 	b->nr_global = b->nblocks;
 	b->dirty_head = b->dirty_tail = MB_NIL;
+	b->freed_head = b->freed_tail = MB_NIL;
+	b->oldest = UINT64_MAX;
 	b->release = mb_os_release;
 	return 0;
 }

@@ -38,21 +38,21 @@
 #define MB_PBF_RECORDS 0x2 /* the page records describe every page (else they
 			    * are all zero, except the head of a run that
 			    * starts here) */
-#define MB_PBF_QUEUED 0x4  /* on the resident queue (global and dirty) */
+#define MB_PBF_QUEUED 0x4  /* on a purge queue: the resident one (global and
+			    * dirty) or the freed one (owned, with dirty
+			    * free pages) */
+#define MB_PBF_INFLIGHT 0x8 /* global, being handed back: out of the pool */
 
 enum mb_page_state {
 	MB_PG_NONE = 0,  /* inside a block, or never used */
 	MB_PG_FREE = 1,  /* head of a free block on a type's list */
 	MB_PG_ALLOC = 2, /* first page of an allocation */
 	MB_PG_TAIL = 3,  /* a later page of an allocation */
+	MB_PG_PURGING = 4, /* head of a free block being handed back to the
+			    * kernel: on no list until mb_buddy_purge_done() */
 };
 
 #define MB_PGF_DIRTY 0x1 /* written since the kernel last gave it to us zeroed */
-#define MB_PGF_AGED 0x2  /* free block head seen idle by one purge pass */
-
-/* Free blocks of this order and above inside owned pageblocks can be handed
- * back to the kernel on their own, once idle for a whole purge pass. */
-#define MB_PURGE_MIN_ORDER 0
 
 /* One per page of the region, 32 bytes. */
 struct mb_page {
@@ -108,13 +108,22 @@ struct mb_buddy {
 	uint8_t *pb_flags;     /* MB_PBF_* */
 	uint32_t *pb_used;     /* pages allocated in each pageblock */
 
-	/* Resident ("dirty") pageblocks of the global pool, oldest first, so
-	 * memory goes back to the kernel in the order it fell idle. Links
-	 * hold index + 1, so that zero means none. */
+	/* The purge queues, oldest first, so memory goes back to the kernel
+	 * in the order it fell idle: resident ("dirty") pageblocks of the
+	 * global pool, and owned pageblocks where dirty pages were freed,
+	 * stamped with the clock when the first of them was. A pageblock is
+	 * on one queue at most. Links hold index + 1, so that zero means
+	 * none. */
 	uint32_t *pb_next, *pb_prev;
 	uint64_t *pb_freed_at;
 	uint32_t dirty_head, dirty_tail; /* MB_NIL when empty */
 	size_t nr_dirty;
+	uint32_t freed_head, freed_tail;
+	size_t nr_freed;
+	uint64_t oldest;      /* the oldest stamp on either queue, UINT64_MAX
+			       * if none; may be read without the lock */
+	size_t nr_inflight;   /* global pageblocks being handed back */
+	size_t pages_inflight; /* pages of free blocks being handed back */
 	size_t clean_hint; /* no clean global pageblock below this index */
 	size_t pb_high;    /* pageblocks below this index have been used; the
 			    * ones above are global and clean, unlooked at */
@@ -166,15 +175,34 @@ size_t mb_buddy_free(struct mb_buddy *b, size_t idx);
  * the allocation was left unchanged. */
 int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages);
 
-/* Hand idle global pageblocks back to the kernel, oldest first: those idle
- * since at or before `idle_since` on the caller's clock, at most `max`.
- * Returns how many were released. */
-size_t mb_buddy_release(struct mb_buddy *b, uint64_t idle_since, size_t max);
-
-/* Hand back free blocks of order >= min_order that lie in owned pageblocks
- * and have been idle for a whole purge pass (every one if force). Returns
- * the number of pages released. */
-size_t mb_buddy_release_free_blocks(struct mb_buddy *b, unsigned min_order, int force);
+/* ---- memory return, in three steps so that the kernel is called
+ * without the caller's lock ----
+ * take: under the lock, free dirty memory of the pageblocks queued at or
+ * before `idle_since` (oldest first) comes off the free lists and out of
+ * the pool as ranges, neighbours coalesced: whole global pageblocks, and
+ * spans of adjacent free blocks in owned ones. Nothing can hand it out.
+ * release: without the lock, madvise each range.
+ * done: under the lock, the ranges go back, clean where the kernel took
+ * them, and merge as frees do. */
+#define MB_PURGE_RANGES 32
+struct mb_purge_range {
+	size_t idx, npages;
+	uint8_t global; /* whole pageblocks of the global pool */
+	uint8_t ok;     /* the kernel took it */
+};
+struct mb_purge_batch {
+	unsigned n;
+	size_t pages;
+	struct mb_purge_range r[MB_PURGE_RANGES];
+};
+/* Take about `budget` pages at most (one pageblock or one span of free
+ * blocks always fits). Returns the pages taken. */
+size_t mb_buddy_purge_take(struct mb_buddy *b, uint64_t idle_since, size_t budget, struct mb_purge_batch *bt);
+void mb_buddy_purge_release(const struct mb_buddy *b, struct mb_purge_batch *bt);
+void mb_buddy_purge_done(struct mb_buddy *b, struct mb_purge_batch *bt);
+/* The three in a row, until `budget` pages or nothing is left: for callers
+ * that need not drop a lock. Returns the pages released. */
+size_t mb_buddy_purge(struct mb_buddy *b, uint64_t idle_since, size_t budget);
 
 /* Cut the allocation at idx in two at page `at`: [idx, at) and the rest
  * become separate allocations of the same type. */

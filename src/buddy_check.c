@@ -58,7 +58,7 @@ static int check_lists(const struct mb_buddy *b, char *err, size_t len)
 /* Walk one pageblock that is owned by a type. *run carries the pages of an
  * allocation that continues from the previous pageblock. */
 static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
-			   uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX], char *err, size_t len)
+			   uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX], size_t *inflight, char *err, size_t len)
 {
 	int type = mb_buddy_pb_type(b, pb);
 	size_t i = pb << b->pb_order, end = i + b->pb_pages, used = 0;
@@ -91,19 +91,22 @@ static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
 	}
 	while (i < end) {
 		const struct mb_page *p = &b->pages[i];
-		if (p->state == MB_PG_FREE) {
+		if (p->state == MB_PG_FREE || p->state == MB_PG_PURGING) {
 			unsigned o = p->order;
 			size_t n = (size_t)1 << o;
 			if (o >= b->pb_order || (i & (n - 1)) || i + n > end)
 				return fail(err, len, "free block %zu of order %u does not fit its pageblock", i, o);
 			size_t buddy = i ^ n;
-			if (b->pages[buddy].state == MB_PG_FREE && b->pages[buddy].order == o)
+			if (p->state == MB_PG_FREE && b->pages[buddy].state == MB_PG_FREE && b->pages[buddy].order == o)
 				return fail(err, len, "free buddies %zu and %zu of order %u are not merged", i, buddy, o);
 			for (size_t j = i + 1; j < i + n; j++)
 				if (b->pages[j].state != MB_PG_NONE)
 					return fail(err, len, "page %zu inside free block %zu has state %u",
 						    j, i, b->pages[j].state);
-			nfree[type][o]++;
+			if (p->state == MB_PG_FREE)
+				nfree[type][o]++;
+			else
+				*inflight += n;
 			i += n;
 		} else if (p->state == MB_PG_ALLOC) {
 			size_t n = p->npages;
@@ -129,10 +132,37 @@ static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
 	return 0;
 }
 
+/* A purge queue: linked both ways, oldest first, of global pageblocks (the
+ * resident queue) or owned ones (the freed queue), each flagged queued. */
+static int check_queue(const struct mb_buddy *b, uint32_t head, uint32_t tail, size_t count, int global,
+		       const char *name, char *err, size_t len)
+{
+	size_t n = 0;
+	uint32_t prev = MB_NIL;
+	for (uint32_t pb = head; pb != MB_NIL; pb = b->pb_next[pb] - 1u) {
+		if (++n > b->nblocks)
+			return fail(err, len, "%s queue loops", name);
+		if ((mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL) != global || !(b->pb_flags[pb] & MB_PBF_QUEUED))
+			return fail(err, len, "pageblock %u on the %s queue: type %d, flags 0x%x", pb, name,
+				    mb_buddy_pb_type(b, pb), b->pb_flags[pb]);
+		if (global && !(b->pb_flags[pb] & MB_PBF_DIRTY))
+			return fail(err, len, "clean pageblock %u on the %s queue", pb, name);
+		if (b->pb_prev[pb] - 1u != prev)
+			return fail(err, len, "%s queue: pageblock %u: prev link broken", name, pb);
+		if (prev != MB_NIL && b->pb_freed_at[prev] > b->pb_freed_at[pb])
+			return fail(err, len, "%s queue out of age order at pageblock %u", name, pb);
+		prev = pb;
+	}
+	if (prev != tail || n != count)
+		return fail(err, len, "%s queue holds %zu pageblocks, counter says %zu", name, n, count);
+	return 0;
+}
+
 int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 {
 	uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX];
 	size_t owned[MB_NTYPES] = { 0 }, nglobal = 0, allocated = 0, run = 0, nrecords = 0;
+	size_t inflight_pb = 0, inflight_pages = 0, nqueued = 0;
 
 	if (check_lists(b, err, len))
 		return -1;
@@ -145,6 +175,18 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 		int in_global = !((b->owned_map[pb / 64] >> (pb % 64)) & 1);
 		uint8_t flags = b->pb_flags[pb];
 		nrecords += !!(flags & MB_PBF_RECORDS);
+		nqueued += !!(flags & MB_PBF_QUEUED);
+		if (type == MB_PB_GLOBAL && !in_global) {
+			/* Out of the pool while the kernel takes it back. */
+			if (!(flags & MB_PBF_INFLIGHT) || (flags & MB_PBF_QUEUED) || b->pb_used[pb])
+				return fail(err, len, "global pageblock %zu is out of the pool, flags 0x%x", pb, flags);
+			if (run)
+				return fail(err, len, "allocation runs into pageblock %zu being released", pb);
+			inflight_pb++;
+			continue;
+		}
+		if (flags & MB_PBF_INFLIGHT)
+			return fail(err, len, "pageblock %zu is marked in flight but is not", pb);
 		if (in_global != (type == MB_PB_GLOBAL))
 			return fail(err, len, "pageblock %zu: usemap %d but global bit %d", pb, type, in_global);
 		if (pb >= b->pb_high && (!in_global || flags))
@@ -160,7 +202,7 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 			continue;
 		}
 		owned[type]++;
-		if (check_pageblock(b, pb, &run, nfree, err, len))
+		if (check_pageblock(b, pb, &run, nfree, &inflight_pages, err, len))
 			return -1;
 		allocated += b->pb_used[pb];
 	}
@@ -182,25 +224,23 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 		return fail(err, len, "%zu pageblocks in the global pool, counter says %zu", nglobal, b->nr_global);
 	if (allocated != b->pages_allocated)
 		return fail(err, len, "%zu pages allocated, counter says %zu", allocated, b->pages_allocated);
-	if (b->count.global_steals - b->count.global_refills != b->nblocks - b->nr_global)
+	if (inflight_pb != b->nr_inflight || inflight_pages != b->pages_inflight)
+		return fail(err, len, "%zu pageblocks and %zu pages in flight, counters say %zu and %zu", inflight_pb,
+			    inflight_pages, b->nr_inflight, b->pages_inflight);
+	if (b->count.global_steals - b->count.global_refills != b->nblocks - b->nr_global - b->nr_inflight)
 		return fail(err, len, "steals %llu - refills %llu != pageblocks out of the pool %zu",
 			    (unsigned long long)b->count.global_steals, (unsigned long long)b->count.global_refills,
 			    b->nblocks - b->nr_global);
 
-	size_t ndirty = 0;
-	uint32_t prev = MB_NIL;
-	for (uint32_t pb = b->dirty_head; pb != MB_NIL; pb = b->pb_next[pb] - 1u) {
-		if (++ndirty > b->nblocks)
-			return fail(err, len, "dirty list loops");
-		if (mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL || !(b->pb_flags[pb] & MB_PBF_QUEUED))
-			return fail(err, len, "dirty pageblock %u is not a queued global one", pb);
-		if (b->pb_prev[pb] - 1u != prev)
-			return fail(err, len, "dirty pageblock %u: prev link broken", pb);
-		if (prev != MB_NIL && b->pb_freed_at[prev] > b->pb_freed_at[pb])
-			return fail(err, len, "dirty list out of age order at pageblock %u", pb);
-		prev = pb;
-	}
-	if (prev != b->dirty_tail || ndirty != b->nr_dirty)
-		return fail(err, len, "dirty list holds %zu pageblocks, counter says %zu", ndirty, b->nr_dirty);
+	if (check_queue(b, b->dirty_head, b->dirty_tail, b->nr_dirty, 1, "resident", err, len) ||
+	    check_queue(b, b->freed_head, b->freed_tail, b->nr_freed, 0, "freed", err, len))
+		return -1;
+	if (nqueued != b->nr_dirty + b->nr_freed)
+		return fail(err, len, "%zu pageblocks flagged queued, the queues hold %zu", nqueued, b->nr_dirty + b->nr_freed);
+	uint64_t d = b->dirty_head != MB_NIL ? b->pb_freed_at[b->dirty_head] : UINT64_MAX;
+	uint64_t f = b->freed_head != MB_NIL ? b->pb_freed_at[b->freed_head] : UINT64_MAX;
+	if (b->oldest != (d < f ? d : f))
+		return fail(err, len, "oldest queued stamp %llu, the queue heads say %llu", (unsigned long long)b->oldest,
+			    (unsigned long long)(d < f ? d : f));
 	return 0;
 }

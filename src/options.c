@@ -19,6 +19,7 @@ struct mb_options mb_opt = {
 	.max_order = MB_MAX_ORDER_DEFAULT,
 	.classify = 1,
 	.decay_ms = 500,
+	.background = 1,
 };
 
 void mb_warn(const char *fmt, ...)
@@ -182,6 +183,12 @@ void mb_options_init(void)
 		else
 			mb_warn("MBUDDY_DECAY_MS=%s is not a number of milliseconds from 0 to 3600000; using %llu",
 				v, (unsigned long long)mb_opt.decay_ms);
+	}
+	if ((v = env("MBUDDY_BACKGROUND"))) {
+		if (parse_uint(v, 0, 1, &u) == 0)
+			mb_opt.background = (int)u;
+		else
+			mb_warn("MBUDDY_BACKGROUND=%s is not 0 or 1; using 1", v);
 	}
 	if ((v = env("MBUDDY_CHECK"))) {
 		if (parse_uint(v, 0, 1, &u) == 0)

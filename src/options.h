@@ -18,6 +18,7 @@ struct mb_options {
 	int stats_signal;       /* MBUDDY_STATS_SIGNAL: 0 = none */
 	uint64_t decay_ms;      /* MBUDDY_DECAY_MS */
 	int check;              /* MBUDDY_CHECK: 1 puts a canary after every object (canary.h) */
+	int background;         /* MBUDDY_BACKGROUND: 0 keeps the purge thread from starting */
 	const char *rules;      /* MBUDDY_RULES */
 	const char *profile;    /* MBUDDY_PROFILE */
 };

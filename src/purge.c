@@ -1,44 +1,153 @@
 #include "config.h"
 #include "purge.h"
+#include "background.h"
 #include "heap.h"
 #include "metadata.h"
 #include "options.h"
 #include "slab.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
-static uint64_t next_purge_ms;
+/* Held by whoever has memory in flight, for one batch at a time. */
+static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Transfer caches, free pages of sparse slabs and metadata pages are not
+ * queued: they are looked at every half decay period. Written under the
+ * purge lock, read without. */
+static uint64_t next_sweep_ms;
 
-void mb_purge(int force)
+static void clock_advance_locked(uint64_t now)
+{
+	if (now > mb_heap.buddy.clock)
+		mb_heap.buddy.clock = now;
+}
+
+static uint64_t idle_since(int force, uint64_t now)
+{
+	if (force)
+		return UINT64_MAX;
+	return now > mb_opt.decay_ms ? now - mb_opt.decay_ms : 0;
+}
+
+/* One batch, the purge lock held: returns the pages released; 0 when
+ * nothing was due or the kernel refused. */
+static size_t batch(uint64_t since, size_t budget)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	unsigned failed;
-	size_t slab_pages = mb_slab_purge(SIZE_MAX, force, &failed);
+	struct mb_purge_batch bt;
 	mb_heap_lock();
-	uint64_t now = mb_now_ms();
-	b->clock = now;
-	b->count.release_failures += failed;
-	mb_heap.released_bytes += (uint64_t)slab_pages << MB_PAGE_SHIFT;
-	uint64_t idle_since = force ? UINT64_MAX : (now > mb_opt.decay_ms ? now - mb_opt.decay_ms : 0);
-	size_t n = mb_buddy_release(b, idle_since, SIZE_MAX);
-	mb_heap.released_bytes += (uint64_t)n * (b->pb_pages << MB_PAGE_SHIFT);
-	mb_heap.released_bytes += mb_buddy_release_free_blocks(b, MB_PURGE_MIN_ORDER, force) << MB_PAGE_SHIFT;
-	int meta_failed;
-	mb_meta_release(&meta_failed); /* records of slabs that are gone */
-	if (meta_failed)
-		b->count.release_failures++;
+	clock_advance_locked(mb_now_ms());
+	size_t taken = mb_buddy_purge_take(b, since, budget, &bt);
 	mb_heap_unlock();
+	if (!taken)
+		return 0;
+	mb_buddy_purge_release(b, &bt);
+	size_t released = 0;
+	int failed = 0;
+	for (unsigned k = 0; k < bt.n; k++) {
+		if (bt.r[k].ok)
+			released += bt.r[k].npages;
+		else
+			failed = 1;
+	}
+	mb_heap_lock();
+	mb_buddy_purge_done(b, &bt);
+	__atomic_fetch_add(&mb_heap.released_bytes, (uint64_t)released << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
+	mb_heap_unlock();
+	return failed ? 0 : released;
+}
+
+/* Sparse slabs' free pages and unused metadata pages, the purge lock held. */
+static size_t sweep(int force, uint64_t now, size_t budget)
+{
+	if (!force && now < next_sweep_ms)
+		return 0;
+	__atomic_store_n(&next_sweep_ms, now + mb_opt.decay_ms / 2, __ATOMIC_RELAXED);
+	unsigned failed;
+	size_t n = mb_slab_purge(budget, force, &failed);
+	__atomic_fetch_add(&mb_heap.released_bytes, (uint64_t)n << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
+	int meta_failed;
+	mb_heap_lock();
+	mb_heap.buddy.count.release_failures += failed;
+	mb_meta_release(&meta_failed);
+	if (meta_failed)
+		mb_heap.buddy.count.release_failures++;
+	mb_heap_unlock();
+	return n;
+}
+
+/* Batches until nothing is due; the purge lock is taken for each. */
+static size_t batches(int force)
+{
+	size_t total = 0, n;
+	do {
+		pthread_mutex_lock(&purge_lock);
+		n = batch(idle_since(force, mb_now_ms()), MB_PURGE_BATCH_BUDGET);
+		pthread_mutex_unlock(&purge_lock);
+		total += n;
+	} while (n);
+	return total;
+}
+
+size_t mb_purge(int force)
+{
+	size_t total = batches(force);
+	/* Then the slabs, bounded, as each central lock is held while its
+	 * pages are released; slabs they free are queued, and taken at once
+	 * when forced. */
+	pthread_mutex_lock(&purge_lock);
+	total += sweep(force, mb_now_ms(), force ? SIZE_MAX : MB_PURGE_SWEEP_BUDGET);
+	pthread_mutex_unlock(&purge_lock);
+	return total + batches(force);
+}
+
+unsigned long long mb_purge_next_due(void)
+{
+	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
+	return oldest == UINT64_MAX ? UINT64_MAX : oldest + mb_opt.decay_ms;
 }
 
 void mb_purge_maybe(void)
 {
+	uint64_t due = mb_purge_next_due();
+	if (due != UINT64_MAX && mb_background_kick(due))
+		return;
 	uint64_t now = mb_now_ms();
-	uint64_t due = __atomic_load_n(&next_purge_ms, __ATOMIC_RELAXED);
-	if (now < due)
+	if (now < due && now < __atomic_load_n(&next_sweep_ms, __ATOMIC_RELAXED))
 		return;
-	/* One thread wins the period; the others go on. */
-	if (!__atomic_compare_exchange_n(&next_purge_ms, &due, now + mb_opt.decay_ms / 2, 0, __ATOMIC_RELAXED,
-					 __ATOMIC_RELAXED))
+	/* No thread does it: a bounded step here, unless another thread is
+	 * at it (or this one, inside a fork handler). */
+	if (pthread_mutex_trylock(&purge_lock) != 0)
 		return;
-	mb_purge(0);
+	size_t n = now >= due ? batch(idle_since(0, now), MB_PURGE_INLINE_BUDGET) : 0;
+	if (n < MB_PURGE_INLINE_BUDGET)
+		sweep(0, now, MB_PURGE_INLINE_BUDGET - n);
+	pthread_mutex_unlock(&purge_lock);
+}
+
+int mb_purge_settle(void)
+{
+	mb_heap_lock();
+	int busy = mb_heap.buddy.nr_inflight || mb_heap.buddy.pages_inflight;
+	mb_heap_unlock();
+	if (busy) {
+		pthread_mutex_lock(&purge_lock);
+		pthread_mutex_unlock(&purge_lock);
+	}
+	return busy;
+}
+
+void mb_purge_fork_prepare(void)
+{
+	pthread_mutex_lock(&purge_lock);
+}
+
+void mb_purge_fork_parent(void)
+{
+	pthread_mutex_unlock(&purge_lock);
+}
+
+void mb_purge_fork_child(void)
+{
+	pthread_mutex_init(&purge_lock, NULL);
 }

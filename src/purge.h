@@ -1,17 +1,50 @@
 /* Memory return: what has been idle for MBUDDY_DECAY_MS goes back to the
- * kernel. Transfer-cache objects no thread used and free pages of sparsely
- * used slabs first (slab.h, under the central locks); then, under the heap
- * lock, whole pageblocks of the global pool, oldest first, free blocks
- * inside owned pageblocks, and the metadata pages no record uses any more. */
+ * kernel, in bounded batches whose madvise calls run with no allocator lock
+ * held (buddy.h: take, release, done). Whole pageblocks of the global pool
+ * and spans of free blocks in owned pageblocks come from the buddy's purge
+ * queues, oldest first, neighbours coalesced; then transfer-cache objects
+ * no thread used and free pages of sparsely used slabs (slab.h, under the
+ * central locks), and the metadata pages no record uses any more. The work is
+ * done by the background purge thread (background.h) once it runs, else in
+ * small steps by the slow paths of malloc and free.
+ *
+ * Lock order: the purge lock, the central locks, the heap lock. Call all
+ * with no allocator lock held. */
 #ifndef MB_PURGE_H
 #define MB_PURGE_H
 
-/* With no lock held: release everything idle for longer than the decay
- * time (everything idle when force is set). */
-void mb_purge(int force);
-/* With no lock held: purge if half a decay period has passed since the
- * last purge. Slow paths call it as they pass, when they may owe
- * maintenance; one thread at a time does the work. */
+#include <stddef.h>
+
+/* Pages a malloc or free may hand back itself when no thread does it. */
+#define MB_PURGE_INLINE_BUDGET 256
+/* Pages per batch of the background thread, between lock drops. */
+#define MB_PURGE_BATCH_BUDGET 4096
+/* Free slab pages released per pass (each class's central lock is held
+ * while its pages are released). */
+#define MB_PURGE_SWEEP_BUDGET 256
+
+/* Slow paths call this when they may owe maintenance: it returns at once
+ * unless something is due, then wakes (or starts) the background thread,
+ * or does a bounded amount of the work itself. */
 void mb_purge_maybe(void);
+
+/* Release everything due (everything queued, and every transfer cache's
+ * objects back to their slabs, if force), in batches; returns the pages
+ * released. Waits for a purge in flight elsewhere. */
+size_t mb_purge(int force);
+
+/* When the oldest queued memory becomes due, on mb_now_ms()'s clock, or
+ * UINT64_MAX when nothing is queued. */
+unsigned long long mb_purge_next_due(void);
+
+/* Wait until no release is in flight (an allocation that failed may
+ * succeed once the memory is back); returns 1 if one was. */
+int mb_purge_settle(void);
+
+/* fork: the purge lock is taken before the heap lock, so the child never
+ * sees memory in flight. */
+void mb_purge_fork_prepare(void);
+void mb_purge_fork_parent(void);
+void mb_purge_fork_child(void);
 
 #endif

@@ -693,6 +693,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	static const char *const defaults[][2] = {
 		{ "MBUDDY_HEAP_SIZE", "64M" },
 		{ "MBUDDY_DECAY_MS", "0" },
+		/* No purge thread: its timing would make inputs irreproducible
+		 * (the unit tests cover memory in flight). */
+		{ "MBUDDY_BACKGROUND", "0" },
 	};
 	static const char *const unwanted[] = {
 		"MBUDDY_STATS", "MBUDDY_PROFILE", "MBUDDY_RULES", "MBUDDY_STATS_SIGNAL", "LD_PRELOAD",

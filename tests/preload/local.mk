@@ -15,6 +15,7 @@ preload_tests = \
 	tests/preload/fork_caches \
 	tests/preload/dlopen_loop \
 	tests/preload/exhaustion \
+	tests/preload/background_purge \
 	tests/preload/overflow_metadata
 
 check_PROGRAMS += $(preload_tests) tests/preload/misuse
@@ -39,6 +40,10 @@ tests_preload_threads_stress_LDADD = $(preload_ldadd)
 tests_preload_remote_free_SOURCES = tests/preload/remote_free.c tests/preload/ptest.h
 tests_preload_remote_free_CFLAGS = $(preload_cflags)
 tests_preload_remote_free_LDADD = $(preload_ldadd)
+
+tests_preload_background_purge_SOURCES = tests/preload/background_purge.c tests/preload/ptest.h
+tests_preload_background_purge_CFLAGS = $(preload_cflags)
+tests_preload_background_purge_LDADD = $(preload_ldadd)
 
 tests_preload_fork_threads_SOURCES = tests/preload/fork_threads.c tests/preload/ptest.h
 tests_preload_fork_threads_CFLAGS = $(preload_cflags)

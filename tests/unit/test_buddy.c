@@ -384,11 +384,11 @@ static void test_release_and_zeroed(void)
 	B.clock = 20;
 	free_ok(&B, c);
 	CHECK(B.nr_dirty == 2);
-	CHECK(mb_buddy_release(&B, 5, 100) == 0);   /* nothing idle that long */
-	CHECK(mb_buddy_release(&B, 15, 100) == 1);  /* the older one */
+	CHECK(mb_buddy_purge(&B, 5, 100000) == 0);   /* nothing idle that long */
+	CHECK(mb_buddy_purge(&B, 15, 100000) == B.pb_pages);  /* the older one */
 	CHECK_BUDDY(&B);
 	CHECK(B.nr_dirty == 1 && B.count.released_pageblocks == 1);
-	CHECK(mb_buddy_release(&B, 100, 100) == 1);
+	CHECK(mb_buddy_purge(&B, 100, 100000) == B.pb_pages);
 	CHECK(B.nr_dirty == 0);
 	CHECK_BUDDY(&B);
 	long d = mb_buddy_alloc(&B, 4, MB_KERNNORCLM, &zeroed);
@@ -407,9 +407,10 @@ static void test_release_failure(void)
 	long a = alloc_ok(&B, 1, MB_KERNNORCLM);
 	free_ok(&B, a);
 	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 1);
-	CHECK(mb_buddy_release(&B, 0, 10) == 0);
+	CHECK(mb_buddy_purge(&B, 0, 10000) == 0);
+	CHECK_BUDDY(&B);
 	CHECK(B.count.release_failures == 1 && B.nr_dirty == 1);
-	CHECK(mb_buddy_release(&B, 0, 10) == 1);
+	CHECK(mb_buddy_purge(&B, 0, 10000) == B.pb_pages);
 	CHECK_BUDDY(&B);
 	test_buddy_free_region(&B);
 }
@@ -511,6 +512,102 @@ static void test_run_split_shrink_grow(void)
 	test_buddy_free_region(&B);
 }
 
+/* Free blocks of an owned pageblock are queued when dirty pages are freed
+ * in it; a purge takes adjacent ones as one span, off the lists while the
+ * kernel takes them, and puts them back clean and merged. */
+static void test_purge_freed_spans(void)
+{
+	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN); /* pageblocks of 32 pages */
+	long a[8];
+	B.clock = 1;
+	for (int i = 0; i < 8; i++) {
+		a[i] = alloc_ok(&B, 4, MB_KERNRCLM);
+		memset(mb_buddy_page_addr(&B, (size_t)a[i]), 0x5a, 4 * MB_PAGE_SIZE);
+	}
+	CHECK(B.nr_freed == 0 && B.oldest == UINT64_MAX);
+	/* Free 1, 2, 3 (one span of 12 pages) and 6: two ranges. */
+	B.clock = 5;
+	free_ok(&B, a[1]);
+	B.clock = 6;
+	free_ok(&B, a[2]);
+	free_ok(&B, a[3]);
+	free_ok(&B, a[6]);
+	CHECK(B.nr_freed == 1 && B.oldest == 5);
+	struct mb_purge_batch bt;
+	CHECK(mb_buddy_purge_take(&B, 4, 1000, &bt) == 0); /* not idle long enough */
+	CHECK(mb_buddy_purge_take(&B, 5, 1000, &bt) == 16);
+	CHECK(bt.n == 2 && bt.r[0].idx == (size_t)a[1] && bt.r[0].npages == 12 && !bt.r[0].global);
+	CHECK(bt.r[1].idx == (size_t)a[6] && bt.r[1].npages == 4);
+	CHECK(B.nr_freed == 0 && B.oldest == UINT64_MAX && B.pages_inflight == 16);
+	CHECK_BUDDY(&B);
+	/* In flight: nothing hands those pages out, and frees go on. */
+	long x = alloc_ok(&B, 4, MB_KERNRCLM);
+	CHECK(x >= (long)B.pb_pages); /* a new pageblock: the first one's free pages are all in flight */
+	free_ok(&B, a[7]);
+	CHECK(B.nr_freed == 1);
+	mb_buddy_purge_release(&B, &bt);
+	CHECK(bt.r[0].ok && bt.r[1].ok);
+	mb_buddy_purge_done(&B, &bt);
+	CHECK_BUDDY(&B);
+	CHECK(B.pages_inflight == 0);
+	/* a[6] merged with a[7]'s pages, which are still dirty: queued. */
+	CHECK(B.nr_freed == 1);
+	for (long p = a[1]; p < a[1] + 12; p++)
+		CHECK(!(B.pages[p].flags & MB_PGF_DIRTY));
+	/* Reused, the released pages are known zero; a[6] and a[7] are not. */
+	free_ok(&B, x);
+	int z1 = 0, z2 = 0;
+	long y1 = mb_buddy_alloc(&B, 8, MB_KERNRCLM, &z1);
+	long y2 = mb_buddy_alloc(&B, 8, MB_KERNRCLM, &z2);
+	CHECK_BUDDY(&B);
+	long clean = y1 == a[2] ? y1 : y2;
+	CHECK(clean == a[2] && (y1 == a[6] || y2 == a[6]));
+	CHECK((y1 == a[2] ? z1 : z2) == 1 && (y1 == a[2] ? z2 : z1) == 0);
+	const unsigned char *p = mb_buddy_page_addr(&B, (size_t)clean);
+	for (size_t i = 0; i < 8 * MB_PAGE_SIZE; i++)
+		CHECK(p[i] == 0);
+	free_ok(&B, y1);
+	free_ok(&B, y2);
+	for (int i = 0; i < 8; i++)
+		if (i != 1 && i != 2 && i != 3 && i != 6 && i != 7)
+			free_ok(&B, a[i]);
+	CHECK(B.nr_global == 4);
+	test_buddy_free_region(&B);
+}
+
+/* Neighbouring global pageblocks idle as long go back in one range, within
+ * the budget, and stay out of the pool while the kernel takes them. */
+static void test_purge_coalesces_pageblocks(void)
+{
+	test_buddy_new(&B, 8, MB_MAX_ORDER_MIN);
+	size_t pbp = B.pb_pages;
+	B.clock = 1;
+	long r = alloc_ok(&B, 5 * pbp, MB_USERRCLM);
+	free_ok(&B, r);
+	CHECK(B.nr_dirty == 5 && B.nr_global == 8);
+	struct mb_purge_batch bt;
+	/* A budget of 3 pageblocks takes three of them, as one range. */
+	CHECK(mb_buddy_purge_take(&B, 1, 3 * pbp, &bt) == 3 * pbp);
+	CHECK(bt.n == 1 && bt.r[0].global && bt.r[0].npages == 3 * pbp);
+	CHECK(B.nr_inflight == 3 && B.nr_global == 5 && B.nr_dirty == 2);
+	CHECK_BUDDY(&B);
+	/* A run of 6 does not fit while they are out; one of 3 does. */
+	CHECK(mb_buddy_alloc(&B, 6 * pbp, MB_USERRCLM, NULL) == -1);
+	long s = alloc_ok(&B, 3 * pbp, MB_USERRCLM);
+	CHECK(s == (long)(3 * pbp)); /* first fit, past the pageblocks in flight */
+	mb_buddy_purge_release(&B, &bt);
+	mb_buddy_purge_done(&B, &bt);
+	CHECK_BUDDY(&B);
+	CHECK(B.nr_inflight == 0 && B.nr_global == 5 && B.count.released_pageblocks == 3);
+	B.clock = 2;
+	free_ok(&B, s);
+	CHECK(mb_buddy_purge(&B, 1, SIZE_MAX) == 0);
+	CHECK(mb_buddy_purge(&B, 2, SIZE_MAX) == 3 * pbp);
+	CHECK(B.nr_dirty == 0 && B.oldest == UINT64_MAX);
+	CHECK_BUDDY(&B);
+	test_buddy_free_region(&B);
+}
+
 int main(void)
 {
 	RUN(test_split_and_coalesce_every_order);
@@ -528,5 +625,7 @@ int main(void)
 	RUN(test_bad_parameters);
 	RUN(test_setup_and_runs_touch_no_records);
 	RUN(test_run_split_shrink_grow);
+	RUN(test_purge_freed_spans);
+	RUN(test_purge_coalesces_pageblocks);
 	return 0;
 }

@@ -1,6 +1,8 @@
-/* Randomized test: long sequences of alloc, free, resize and release against
- * a shadow model of page ownership, with the consistency checker after every
- * operation. MB_RANDOM_OPS sets the total number of operations (default
+/* Randomized test: long sequences of alloc, free, resize, split and purge
+ * against a shadow model of page ownership, with the consistency checker
+ * after every operation. A purge is taken in one operation and finished
+ * some operations later, as the allocator does it with its lock dropped:
+ * meanwhile its pages belong to nobody and nothing may hand them out. MB_RANDOM_OPS sets the total number of operations (default
  * 10,000,000), MB_RANDOM_SEED the seed. */
 #include "config.h"
 #include "testutil.h"
@@ -26,6 +28,7 @@ static uint64_t rnd(void)
 }
 
 static uint16_t *owner; /* shadow: which live slot + 1 owns each page */
+#define INFLIGHT 0xffff  /* shadow owner of pages being released */
 
 static void shadow_set(size_t idx, size_t n, uint16_t v, uint16_t expect)
 {
@@ -80,6 +83,20 @@ static void tag_verify(struct mb_buddy *b, struct live *l)
 	tag_verify_value(b, (size_t)l->idx, l->npages, l->tag);
 }
 
+/* Release what a purge took and put it back: its pages read as zero. */
+static void finish_purge(struct mb_buddy *b, struct mb_purge_batch *bt)
+{
+	mb_buddy_purge_release(b, bt);
+	for (unsigned k = 0; k < bt->n; k++) {
+		struct mb_purge_range *r = &bt->r[k];
+		CHECK(r->ok);
+		shadow_set(r->idx, r->npages, 0, INFLIGHT);
+		const unsigned char *p = mb_buddy_page_addr(b, r->idx);
+		CHECK(p[0] == 0 && p[(r->npages << MB_PAGE_SHIFT) - 1] == 0);
+	}
+	mb_buddy_purge_done(b, bt);
+}
+
 static size_t random_npages(const struct mb_buddy *b)
 {
 	uint64_t r = rnd() % 100;
@@ -98,6 +115,8 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 	struct live live[MAX_LIVE];
 	int nlive = 0;
 	unsigned long fails = 0;
+	struct mb_purge_batch bt;
+	int inflight = 0;
 	test_buddy_new(&b, npb, max_order);
 	owner = calloc(b.npages, sizeof(*owner));
 	CHECK(owner);
@@ -169,8 +188,17 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 				l->npages = n;
 			}
 			tag_write(&b, l);
+		} else if (!inflight && rnd() % 4 == 0) {
+			mb_buddy_purge(&b, op - rnd() % 64, 1 + rnd() % (4 * b.pb_pages));
+		} else if (!inflight) {
+			if (mb_buddy_purge_take(&b, op - rnd() % 64, 1 + rnd() % (4 * b.pb_pages), &bt)) {
+				for (unsigned k = 0; k < bt.n; k++)
+					shadow_set(bt.r[k].idx, bt.r[k].npages, INFLIGHT, 0);
+				inflight = 1;
+			}
 		} else {
-			mb_buddy_release(&b, op - rnd() % 64, 1 + rnd() % 4);
+			finish_purge(&b, &bt);
+			inflight = 0;
 		}
 		CHECK_BUDDY(&b);
 		size_t total = 0;
@@ -178,6 +206,8 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			total += live[i].npages;
 		CHECK(total == b.pages_allocated);
 	}
+	if (inflight)
+		finish_purge(&b, &bt);
 	while (nlive) {
 		struct live *l = &live[--nlive];
 		tag_verify(&b, l);

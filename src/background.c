@@ -1,0 +1,184 @@
+#include "config.h"
+#include "background.h"
+#include "heap.h"
+#include "options.h"
+#include "purge.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { BG_NONE = 0, BG_STARTING, BG_RUNNING, BG_FAILED };
+
+static int state; /* BG_*, atomic */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond;
+/* When the sleeping thread wakes up by itself: UINT64_MAX while it sleeps
+ * with nothing queued, 0 while it works. */
+static uint64_t wake_at;
+
+/* With nothing queued the thread still looks every LONELY_CHECK_MS whether
+ * it is the last thread of the process: a program whose main thread called
+ * pthread_exit() ends when its last thread does, and this one must not
+ * keep it alive. */
+#define LONELY_CHECK_MS 2000
+
+/* Whether task `tid` of this process has exited (a main thread that called
+ * pthread_exit() stays listed, a zombie, until the process ends). */
+static int task_exited(const char *tid)
+{
+	char path[300], buf[512];
+	snprintf(path, sizeof path, "/proc/self/task/%.255s/stat", tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the state follows the command name */
+	return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* The threads of the process that have not exited, from /proc, without
+ * allocating; 0 if it cannot be read. */
+static long count_threads(void)
+{
+	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	char dents[4096];
+	long n = 0, got;
+	while ((got = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0) {
+		for (long off = 0; off < got;) {
+			struct dirent64 *e = (struct dirent64 *)(dents + off);
+			off += e->d_reclen;
+			if (e->d_name[0] != '.' && !task_exited(e->d_name))
+				n++;
+		}
+	}
+	close(dfd);
+	return n;
+}
+
+/* Returns 1 when the wait ran out (rather than being signalled). */
+static int sleep_until(uint64_t when)
+{
+	struct timespec ts;
+	ts.tv_sec = (time_t)(when / 1000);
+	ts.tv_nsec = (long)(when % 1000) * 1000000L;
+	/* mb_now_ms() is CLOCK_MONOTONIC_COARSE, up to a few ms behind
+	 * the condition's CLOCK_MONOTONIC: wake a tick late rather than
+	 * early. */
+	ts.tv_nsec += 5 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return pthread_cond_timedwait(&cond, &lock, &ts) == ETIMEDOUT;
+}
+
+static void *run(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		size_t released = mb_purge(0);
+		pthread_mutex_lock(&lock);
+		uint64_t due = mb_purge_next_due();
+		/* Announce the sleep before the last look at the queues: a
+		 * thread that queues memory meanwhile sees it and wakes us
+		 * (both sides are sequentially consistent). */
+		__atomic_store_n(&wake_at, due, __ATOMIC_SEQ_CST);
+		due = mb_purge_next_due();
+		uint64_t now = mb_now_ms();
+		if (due <= now && released) {
+			__atomic_store_n(&wake_at, 0, __ATOMIC_SEQ_CST);
+			pthread_mutex_unlock(&lock);
+			continue;
+		}
+		/* Due but nothing released: the kernel refused, or another
+		 * thread holds it in flight; look again a decay period on. */
+		if (due <= now)
+			due = now + (mb_opt.decay_ms ? mb_opt.decay_ms : 10);
+		__atomic_store_n(&wake_at, due, __ATOMIC_SEQ_CST);
+		int idle = due == UINT64_MAX;
+		int timed_out = sleep_until(idle ? now + LONELY_CHECK_MS : due);
+		__atomic_store_n(&wake_at, 0, __ATOMIC_SEQ_CST);
+		pthread_mutex_unlock(&lock);
+		/* The last thread of a process ends it with status 0, as glibc
+		 * does when the last of the program's threads exits. */
+		if (idle && timed_out && count_threads() == 1)
+			exit(0);
+	}
+	return NULL;
+}
+
+static int start(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cond, &ca);
+	pthread_condattr_destroy(&ca);
+
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 64 * 1024);
+	/* The thread inherits a full signal mask: no signal of the program
+	 * is ever delivered to it. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t t;
+	int rc = pthread_create(&t, &a, run, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	if (rc == 0)
+		pthread_setname_np(t, "mbuddy-purge");
+	return rc;
+}
+
+int mb_background_kick(uint64_t due)
+{
+	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+	if (s == BG_RUNNING) {
+		if (__atomic_load_n(&wake_at, __ATOMIC_SEQ_CST) > due) {
+			pthread_mutex_lock(&lock);
+			pthread_cond_signal(&cond);
+			pthread_mutex_unlock(&lock);
+		}
+		return 1;
+	}
+	if (s != BG_NONE || !mb_opt.background || mb_now_ms() < due)
+		return 0;
+	/* The first purge is due: start the thread. pthread_create may
+	 * allocate, and so come back here: the state says it is starting. */
+	int expected = BG_NONE;
+	if (!__atomic_compare_exchange_n(&state, &expected, BG_STARTING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 0;
+	int rc = start();
+	__atomic_store_n(&state, rc == 0 ? BG_RUNNING : BG_FAILED, __ATOMIC_RELEASE);
+	return rc == 0;
+}
+
+int mb_background_running(void)
+{
+	return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == BG_RUNNING;
+}
+
+void mb_background_fork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	wake_at = 0;
+	__atomic_store_n(&state, BG_NONE, __ATOMIC_RELEASE);
+}
