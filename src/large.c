@@ -2,10 +2,22 @@
 #include "large.h"
 #include "heap.h"
 #include "purge.h"
+#include "region.h"
 #include "report.h"
 
 #include <errno.h>
 #include <string.h>
+
+/* Zero the whole usable size of a new object whose pages may hold data:
+ * from a pageblock up, the kernel does it (madvise frees the pages, which
+ * read as zero when touched), costing neither the time to write them nor
+ * resident memory for pages the program may never touch; below, memset. */
+static void clear(void *p, size_t len, int by_kernel)
+{
+	if (by_kernel && mb_os_release(p, len) == 0)
+		return;
+	memset(p, 0, len);
+}
 
 void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 {
@@ -62,14 +74,15 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 	mb_counts_add(mb_heap.counts.alloc_bytes, npages << MB_PAGE_SHIFT);
 	mb_counts_add(mb_heap.counts.live_requested, (int64_t)bytes);
 	mb_alloc_clock_advance(npages << MB_PAGE_SHIFT);
-	if (zero && zeroed)
+	int by_kernel = zero && !zeroed && npages >= b->pb_pages;
+	if (zero && (zeroed || by_kernel))
 		mb_heap.calloc_zero_skips++;
 	mb_heap_unlock();
 	mb_purge_maybe();
 
 	void *p = mb_buddy_page_addr(b, (size_t)idx);
 	if (zero && !zeroed)
-		memset(p, 0, bytes);
+		clear(p, npages << MB_PAGE_SHIFT, by_kernel);
 	return p;
 }
 

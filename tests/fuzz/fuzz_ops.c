@@ -286,8 +286,8 @@ static void adopt(struct slot *s, void *p, size_t n, size_t align, int zeroed, u
 	s->tag = tag;
 	check_overlap(s);
 	if (zeroed) {
-		/* calloc clears what was asked (small objects: the whole class) */
-		size_t z = n + extra <= MB_SMALL_MAX ? u : n;
+		/* calloc clears the whole usable size, as glibc the whole chunk */
+		size_t z = u;
 		size_t bad = walk(s->p, 0, z, z, 2);
 		REQUIRE(bad == SIZE_MAX, "calloc(%zu) = %p: byte %zu is 0x%02x, not zero", n, p, bad, s->p[bad]);
 	}

@@ -630,6 +630,16 @@ static void test_realloc_contents(void)
 
 /* ---- calloc ---- */
 
+static size_t rss_now(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	REQUIRE(f != NULL, "cannot read /proc/self/statm");
+	unsigned long size = 0, res = 0;
+	REQUIRE(fscanf(f, "%lu %lu", &size, &res) == 2, "cannot parse /proc/self/statm");
+	fclose(f);
+	return res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 static void test_calloc(void)
 {
 	size_t sizes[] = { 1, 15, 16, 17, 100, 128, 129, 1000, 4096, 4097, 16383, 16384, 16385,
@@ -644,7 +654,8 @@ static void test_calloc(void)
 			free(p);
 			unsigned char *q = calloc(1, n);
 			REQUIRE(q != NULL, "calloc(1, %zu)", n);
-			size_t nz = pt_first_nonzero(q, n);
+			/* The whole usable size, as glibc clears the whole chunk. */
+			size_t nz = pt_first_nonzero(q, malloc_usable_size(q));
 			CHECK(nz == SIZE_MAX, "calloc(1, %zu) (round %d, reused %s) byte %zu is 0x%02x", n, i,
 			      p == q ? "the same block" : "memory", nz, nz == SIZE_MAX ? 0 : q[nz]);
 			memset(q, 0xff, malloc_usable_size(q));
@@ -691,7 +702,7 @@ static void test_calloc(void)
 			size_t cn = pt_rand_log(&r, 16 * KiB, big);
 			cs[i] = calloc(1, cn);
 			REQUIRE(cs[i] != NULL, "calloc(1, %zu)", cn);
-			size_t nz = pt_first_nonzero(cs[i], cn);
+			size_t nz = pt_first_nonzero(cs[i], malloc_usable_size(cs[i]));
 			CHECK(nz == SIZE_MAX, "calloc(1, %zu) after shrinking %zu -> %zu: byte %zu is 0x%02x", cn, big,
 			      small, nz, nz == SIZE_MAX ? 0 : cs[i][nz]);
 			memset(cs[i], 0xff, cn);
@@ -708,11 +719,35 @@ static void test_calloc(void)
 		size_t cn = pt_rand_log(&r, 16 * KiB, 16 * MiB);
 		unsigned char *c = calloc(cn, 1);
 		REQUIRE(c != NULL, "calloc(%zu, 1)", cn);
-		size_t nz = pt_first_nonzero(c, cn);
+		size_t nz = pt_first_nonzero(c, malloc_usable_size(c));
 		CHECK(nz == SIZE_MAX, "calloc(%zu, 1) after aligned allocations: byte %zu is 0x%02x", cn, nz,
 		      nz == SIZE_MAX ? 0 : c[nz]);
 		memset(c, 0xff, cn);
 		free(c);
+	}
+
+	/* A large calloc over memory just written and freed: the kernel
+	 * clears it (it is not written again page by page, and stops being
+	 * resident); over other memory, none is made resident. */
+	if (pt_mbuddy) {
+		size_t n = 256 * MiB;
+		unsigned char *w = malloc(n);
+		REQUIRE(w != NULL, "malloc(%zu)", n);
+		memset(w, 0xff, n);
+		free(w);
+		size_t before = rss_now();
+		unsigned char *z = calloc(1, n);
+		REQUIRE(z != NULL, "calloc(1, %zu)", n);
+		size_t after = rss_now();
+		if (z == w)
+			CHECK(after + 128 * MiB <= before, "calloc(1, 256 MiB) over freed written memory: RSS %zu MiB, "
+			      "was %zu MiB (cleared with memset?)", after / MiB, before / MiB);
+		else
+			CHECK(after <= before + 16 * MiB, "calloc(1, 256 MiB): RSS %zu MiB, was %zu MiB", after / MiB,
+			      before / MiB);
+		for (size_t i = 0; i < n; i += 4096 * 7 + 1)
+			CHECK(z[i] == 0, "calloc(1, 256 MiB): byte %zu is 0x%02x", i, z[i]);
+		free(z);
 	}
 }
 
