@@ -2,6 +2,7 @@
 #include "background.h"
 #include "heap.h"
 #include "options.h"
+#include "out.h"
 #include "purge.h"
 
 #include <dirent.h>
@@ -37,14 +38,8 @@ static int task_exited(const char *tid)
 {
 	char path[300], buf[512];
 	snprintf(path, sizeof path, "/proc/self/task/%.255s/stat", tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (mb_read_small(path, buf, sizeof buf) <= 0)
 		return 1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	buf[n] = 0;
 	const char *p = strrchr(buf, ')'); /* the state follows the command name */
 	return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
 }

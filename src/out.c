@@ -284,3 +284,16 @@ void mb_file_abandon(struct mb_file *f)
 		unlink(f->tmp);
 	f->tmp[0] = 0;
 }
+
+long mb_read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return (long)n;
+}

@@ -87,4 +87,8 @@ int mb_file_commit(struct mb_file *f, const char **why);
 /* Close and remove the temporary file; path is left as it was. */
 void mb_file_abandon(struct mb_file *f);
 
+/* Read up to len - 1 bytes of a small file (under /proc) into buf, which
+ * is then NUL-terminated. Returns the bytes read, or -1. Never allocates. */
+long mb_read_small(const char *path, char *buf, size_t len);
+
 #endif

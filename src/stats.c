@@ -31,14 +31,8 @@ static int exit_dumped;
 static uint64_t read_rss(void)
 {
 	char buf[128];
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (mb_read_small("/proc/self/statm", buf, sizeof buf) <= 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
 	unsigned long size, resident;
 	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
 		return 0;
