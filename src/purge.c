@@ -15,6 +15,10 @@ static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
  * queued: they are looked at every half decay period. Written under the
  * purge lock, read without. */
 static uint64_t next_sweep_ms;
+/* When the last pass over the queues began: passes are at least
+ * MB_PURGE_INTERVAL_MS apart, so that with a short decay time memory freed
+ * and reused at once is not handed back and faulted in again each time. */
+static uint64_t last_pass_ms;
 
 static void clock_advance_locked(uint64_t now)
 {
@@ -62,7 +66,7 @@ static size_t sweep(int force, uint64_t now, size_t budget)
 {
 	if (!force && now < next_sweep_ms)
 		return 0;
-	__atomic_store_n(&next_sweep_ms, now + mb_opt.decay_ms / 2, __ATOMIC_RELAXED);
+	__atomic_store_n(&next_sweep_ms, now + mb_purge_period_ms(), __ATOMIC_RELAXED);
 	unsigned failed;
 	size_t n = mb_slab_purge(budget, force, &failed);
 	__atomic_fetch_add(&mb_heap.released_bytes, (uint64_t)n << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
@@ -79,6 +83,7 @@ static size_t sweep(int force, uint64_t now, size_t budget)
 /* Batches until nothing is due; the purge lock is taken for each. */
 static size_t batches(int force)
 {
+	__atomic_store_n(&last_pass_ms, mb_now_ms(), __ATOMIC_RELAXED);
 	size_t total = 0, n;
 	do {
 		pthread_mutex_lock(&purge_lock);
@@ -104,7 +109,11 @@ size_t mb_purge(int force)
 unsigned long long mb_purge_next_due(void)
 {
 	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
-	return oldest == UINT64_MAX ? UINT64_MAX : oldest + mb_opt.decay_ms;
+	if (oldest == UINT64_MAX)
+		return UINT64_MAX;
+	uint64_t due = oldest + mb_opt.decay_ms;
+	uint64_t next_pass = __atomic_load_n(&last_pass_ms, __ATOMIC_RELAXED) + MB_PURGE_INTERVAL_MS;
+	return due > next_pass ? due : next_pass;
 }
 
 void mb_purge_maybe(void)
@@ -119,7 +128,11 @@ void mb_purge_maybe(void)
 	 * at it (or this one, inside a fork handler). */
 	if (pthread_mutex_trylock(&purge_lock) != 0)
 		return;
-	size_t n = now >= due ? batch(idle_since(0, now), MB_PURGE_INLINE_BUDGET) : 0;
+	size_t n = 0;
+	if (now >= due) {
+		__atomic_store_n(&last_pass_ms, now, __ATOMIC_RELAXED);
+		n = batch(idle_since(0, now), MB_PURGE_INLINE_BUDGET);
+	}
 	if (n < MB_PURGE_INLINE_BUDGET)
 		sweep(0, now, MB_PURGE_INLINE_BUDGET - n);
 	pthread_mutex_unlock(&purge_lock);

@@ -15,8 +15,22 @@
 
 #include <stddef.h>
 
+#include "options.h"
+
 /* Pages a malloc or free may hand back itself when no thread does it. */
 #define MB_PURGE_INLINE_BUDGET 256
+/* Transfer caches, sparse slabs and thread caches are looked at every half
+ * decay time, but not more often than this: they are not queued, and with
+ * a decay time of 0 they would be walked on every slow path. */
+#define MB_PURGE_PERIOD_MIN_MS 50
+static inline unsigned long long mb_purge_period_ms(void)
+{
+	unsigned long long half = mb_opt.decay_ms / 2;
+	return half > MB_PURGE_PERIOD_MIN_MS ? half : MB_PURGE_PERIOD_MIN_MS;
+}
+
+/* Passes over the purge queues are at least this far apart. */
+#define MB_PURGE_INTERVAL_MS 10
 /* Pages per batch of the background thread, between lock drops. */
 #define MB_PURGE_BATCH_BUDGET 4096
 /* Free slab pages released per pass (each class's central lock is held

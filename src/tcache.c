@@ -143,7 +143,7 @@ size_t mb_tcache_flush_all(struct mb_tcache *tc, int to_slabs)
 void mb_tcache_maybe_flush_all(struct mb_tcache *tc)
 {
 	uint64_t now = mb_now_ms();
-	if (now - tc->flushed_ms < mb_opt.decay_ms)
+	if (now - tc->flushed_ms < 2 * mb_purge_period_ms())
 		return;
 	tc->flushed_ms = now;
 	mb_tcache_flush_all(tc, 0);

@@ -747,8 +747,11 @@ static void release_faults(void)
 		objs_free_all(&z, "calloc after failed release");
 		expect_empty("after calloc");
 	}
+	/* Neighbouring ranges go back in one call, so a purge of everything
+	 * makes fewer calls than there are blocks: the later points may
+	 * never come. */
 	unsigned long single = faults_now() - f0;
-	REQUIRE(single >= 10, "only %lu of 12 single release faults hit", single);
+	REQUIRE(single >= 6, "only %lu of 12 single release faults hit", single);
 
 	/* Every release fails while memory churns: nothing goes back to the
 	 * kernel, so nothing may be taken for zero. */
@@ -786,6 +789,9 @@ static void set_env(char **argv)
 		{ "MBUDDY_MAX_ORDER", "11" },
 		{ "MBUDDY_CLASSIFY", "auto" },
 		{ "MBUDDY_CHECK", "0" }, /* the exact counts assume no canaries */
+		/* Faults are armed for the purges this program makes: a purge
+		 * thread would take them at its own moments. */
+		{ "MBUDDY_BACKGROUND", "0" },
 	};
 	static const char *const unwanted[] = {
 		"MBUDDY_STATS", "MBUDDY_STATS_SIGNAL", "MBUDDY_PROFILE", "MBUDDY_RULES", "LD_PRELOAD",
