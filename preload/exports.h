@@ -2,9 +2,14 @@
 #ifndef MB_EXPORTS_H
 #define MB_EXPORTS_H
 
+#include <malloc.h>
 #include <stddef.h>
 
 void cfree(void *p);
+void free_sized(void *p, size_t n);
+void free_aligned_sized(void *p, size_t align, size_t n);
+struct mallinfo __libc_mallinfo(void);
+int __libc_mallopt(int param, int value);
 void *__libc_malloc(size_t n);
 void __libc_free(void *p);
 void *__libc_calloc(size_t a, size_t b);

@@ -15,6 +15,7 @@
 #include "heap.h"
 #include "init.h"
 #include "mbuddy.h"
+#include "report.h"
 #include "tcache.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -54,6 +55,23 @@ EXPORT void free(void *p)
 EXPORT void cfree(void *p)
 {
 	mb_free(p, "cfree");
+}
+
+/* C23's sized frees (glibc 2.43). The size is checked as far as the
+ * object can tell: one larger than its usable size is a size it never had.
+ * A smaller one cannot be told from a correct one (size classes, in-place
+ * realloc), so it is accepted. */
+static void check_size(void *p, size_t n, const char *func)
+{
+	if (n > mb_usable_size(p, func))
+		mb_fatal_pointer(func, "invalid size (larger than the object)", p);
+}
+
+EXPORT void free_sized(void *p, size_t n)
+{
+	if (p)
+		check_size(p, n, "free_sized");
+	mb_free(p, "free_sized");
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size)
@@ -113,9 +131,25 @@ EXPORT void *memalign(size_t align, size_t n)
 	return memalign_rounded(align, n, CALLER);
 }
 
+/* glibc 2.38 and later: an alignment that is not a power of two is an
+ * error here, while memalign keeps rounding it up. */
 EXPORT void *aligned_alloc(size_t align, size_t n)
 {
+	if (!power_of_two(align)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	return memalign_rounded(align, n, CALLER);
+}
+
+EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
+{
+	if (p) {
+		if (!power_of_two(align) || ((uintptr_t)p & (align - 1)))
+			mb_fatal_pointer("free_aligned_sized", "invalid alignment (the object is not so aligned)", p);
+		check_size(p, n, "free_aligned_sized");
+	}
+	mb_free(p, "free_aligned_sized");
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -158,54 +192,6 @@ EXPORT int malloc_trim(size_t pad)
 {
 	(void)pad;
 	return mb_trim();
-}
-
-/* mallopt's tunables belong to glibc's arenas; none applies here. glibc
- * returns 0 for a parameter it does not accept. */
-EXPORT int mallopt(int param, int value)
-{
-	(void)param;
-	(void)value;
-	return 0;
-}
-
-static void fill_mallinfo2(struct mallinfo2 *mi)
-{
-	struct mb_counts c;
-	*mi = (struct mallinfo2){ 0 };
-	if (mb_process_init() != 0)
-		return;
-	mb_heap_lock();
-	mb_tcache_sum_counts(&c);
-	struct mb_buddy *b = &mb_heap.buddy;
-	size_t held = b->pages_allocated << MB_PAGE_SHIFT;
-	mi->arena = held;                                 /* bytes taken from the region */
-	mi->ordblks = b->nr_global - (b->nblocks - b->pb_high); /* free pageblocks, of those used so far */
-	mi->hblks = mb_heap.large_objects;                /* page-granular objects */
-	mi->hblkhd = 0;
-	mi->uordblks = (size_t)(c.alloc_bytes - c.freed_bytes);
-	mi->fordblks = held > mi->uordblks ? held - mi->uordblks : 0;
-	mi->keepcost = b->nr_dirty * (b->pb_pages << MB_PAGE_SHIFT); /* idle, resident */
-	mb_heap_unlock();
-}
-
-EXPORT struct mallinfo2 mallinfo2(void)
-{
-	struct mallinfo2 mi;
-	fill_mallinfo2(&mi);
-	return mi;
-}
-
-EXPORT struct mallinfo mallinfo(void)
-{
-	struct mallinfo2 m2;
-	fill_mallinfo2(&m2);
-	struct mallinfo mi = {
-		.arena = (int)m2.arena, .ordblks = (int)m2.ordblks, .hblks = (int)m2.hblks,
-		.hblkhd = (int)m2.hblkhd, .uordblks = (int)m2.uordblks, .fordblks = (int)m2.fordblks,
-		.keepcost = (int)m2.keepcost,
-	};
-	return mi;
 }
 
 /* glibc's internal names, which some programs and libraries call. */

@@ -75,3 +75,11 @@ tests_preload_overflow_metadata_LDADD = $(preload_ldadd)
 tests_preload_misuse_SOURCES = tests/preload/misuse.c tests/preload/ptest.h
 tests_preload_misuse_CFLAGS = $(preload_cflags)
 tests_preload_misuse_LDADD = $(preload_ldadd)
+
+# glibc's other functions: malloc_stats, malloc_info, free_sized,
+# free_aligned_sized, mallopt, aligned_alloc's errors, __libc_ names.
+check_PROGRAMS += tests/preload/glibc_api
+TESTS += tests/preload/glibc_api
+tests_preload_glibc_api_SOURCES = tests/preload/glibc_api.c tests/preload/ptest.h
+tests_preload_glibc_api_CFLAGS = $(preload_cflags)
+tests_preload_glibc_api_LDADD = $(preload_ldadd)

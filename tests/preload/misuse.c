@@ -186,6 +186,48 @@ static void usable_size_freed_large(void)
 	not_detected("malloc_usable_size of a freed large block");
 }
 
+/* C23's sized frees: a size the object never had, an alignment it does
+ * not have, and a double free. Looked up at run time: a C library before
+ * glibc 2.43 has none. */
+static void *sym_or_exit(const char *name)
+{
+	void *f = pt_sym(name);
+	if (!f) {
+		fprintf(stderr, "misuse: %s is not defined in this process\n", name);
+		exit(3);
+	}
+	return f;
+}
+
+static void free_sized_too_large(void)
+{
+	void (*fs)(void *, size_t) = (void (*)(void *, size_t))sym_or_exit("free_sized");
+	void *p = malloc(100);
+	fs(announce(p), 4096);
+	not_detected("free_sized with a size larger than the object");
+}
+
+static void free_sized_double(void)
+{
+	void (*fs)(void *, size_t) = (void (*)(void *, size_t))sym_or_exit("free_sized");
+	void *p = malloc(3 * MiB);
+	fs(p, 3 * MiB);
+	fs(announce(p), 3 * MiB);
+	not_detected("free_sized of a freed object");
+}
+
+static void free_aligned_sized_misaligned(void)
+{
+	void (*fas)(void *, size_t, size_t) = (void (*)(void *, size_t, size_t))sym_or_exit("free_aligned_sized");
+	char *p = aligned_alloc(64, 64);
+	/* The smallest power of two p is not aligned to. */
+	size_t a = 128;
+	while ((uintptr_t)p & (a - 1) ? 0 : (a <<= 1))
+		;
+	fas(announce(p), a, 64);
+	not_detected("free_aligned_sized with an alignment the object does not have");
+}
+
 struct misuse_case {
 	const char *name;
 	void (*run)(void);
@@ -211,6 +253,10 @@ static const struct misuse_case cases[] = {
 	  "invalid pointer|use after free|freed" },
 	{ "usable-size-freed-large", usable_size_freed_large, "malloc_usable_size",
 	  "invalid pointer|use after free|freed" },
+	{ "free-sized-too-large", free_sized_too_large, "free_sized", "invalid size" },
+	{ "free-sized-double", free_sized_double, "free_sized", "double free|invalid pointer|use after free" },
+	{ "free-aligned-sized-misaligned", free_aligned_sized_misaligned, "free_aligned_sized",
+	  "invalid alignment" },
 };
 
 int main(int argc, char **argv)
