@@ -186,6 +186,11 @@ __attribute__((destructor)) static void process_exit(void)
 		mb_process_init();
 	if (mb_process_state != MB_PROCESS_READY)
 		return;
+	/* A report the signal asked for and no slow path wrote yet (the
+	 * program slept, or allocated from its caches only): now, unless the
+	 * exit report, written next to the same place, stands for it. */
+	if (!mb_opt.stats)
+		mb_deferred_poll();
 	mb_stats_dump_at_exit();
 	mb_classify_save_profile();
 }

@@ -16,6 +16,7 @@
 
 struct mb_options mb_opt = {
 	.heap_size = 64 * GiB,
+	.stats_fd = -1,
 	.max_order = MB_MAX_ORDER_DEFAULT,
 	.classify = 1,
 	.decay_ms = 500,
@@ -39,15 +40,49 @@ void mb_warn(const char *fmt, ...)
 	errno = saved;
 }
 
-int mb_parse_size(const char *s, size_t *out)
+/* ---- strict numbers ----
+ * Only plain decimal digits: strtoull would also take leading spaces, a
+ * sign (and negate the value) and wrap around on overflow. Each parser
+ * returns NULL, or what is wrong with the value, for the one message. */
+
+static const char *scan_digits(const char *s, unsigned long long *v, const char **end)
 {
-	char *end;
-	errno = 0;
-	if (!s || !*s || *s == '-')
-		return -1;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
+	if (*s == ' ' || (*s >= '\t' && *s <= '\r'))
+		return "starts with a space";
+	if (*s == '+' || *s == '-')
+		return "has a sign";
+	if (*s < '0' || *s > '9')
+		return "is not a number";
+	unsigned long long x = 0;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		unsigned d = (unsigned)(*s - '0');
+		if (x > (ULLONG_MAX - d) / 10)
+			return "is too large";
+		x = x * 10 + d;
+	}
+	*v = x;
+	*end = s;
+	return NULL;
+}
+
+static const char *parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out)
+{
+	const char *end, *why = scan_digits(s, out, &end);
+	if (why)
+		return why;
+	if (*end)
+		return "has characters after the number";
+	if (*out < lo || *out > hi)
+		return "is out of range";
+	return NULL;
+}
+
+const char *mb_parse_size(const char *s, size_t *out)
+{
+	unsigned long long v;
+	const char *end, *why = scan_digits(s, &v, &end);
+	if (why)
+		return why;
 	unsigned shift = 0;
 	switch (*end) {
 	case 'k': case 'K': shift = 10; end++; break;
@@ -59,41 +94,97 @@ int mb_parse_size(const char *s, size_t *out)
 		end++;
 	if (*end == 'b' || *end == 'B')
 		end++;
-	if (*end || (shift && v > (~0ULL >> shift)))
-		return -1;
+	if (*end)
+		return shift ? "has characters after the unit" : "has characters after the number (a unit is K, M, G or T)";
+	if (v > (SIZE_MAX >> shift))
+		return "is too large";
 	*out = (size_t)(v << shift);
-	return 0;
+	return NULL;
 }
 
-static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out)
+/* ---- MBUDDY_STATS_SIGNAL ----
+ * Only signals no program depends on by default: a handler of ours would
+ * change what they do. The C library's own real-time signals (32 and 33
+ * on glibc, below SIGRTMIN) serve its threads. */
+
+#define SIGNALS_ALLOWED "USR1, USR2, WINCH, PWR, URG, or RTMIN to RTMAX"
+
+static int signal_allowed(int sig)
 {
-	char *end;
-	errno = 0;
-	if (!*s || *s == '-')
-		return -1;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
+	return sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGWINCH || sig == SIGPWR || sig == SIGURG ||
+	       (sig >= SIGRTMIN && sig <= SIGRTMAX);
 }
 
-static int parse_signal(const char *s)
+/* Why sig cannot carry the request; NULL if it can. */
+static const char *signal_refused(int sig)
 {
-	static const struct { const char *name; int sig; } names[] = {
-		{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "HUP", SIGHUP },
-		{ "WINCH", SIGWINCH }, { "PWR", SIGPWR }, { "URG", SIGURG },
-	};
+	if (sig < 1 || sig > SIGRTMAX)
+		return "is not a signal number";
+	if (signal_allowed(sig))
+		return NULL;
+	if (sig == SIGKILL || sig == SIGSTOP)
+		return "cannot be caught";
+	if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP || sig == SIGABRT ||
+	    sig == SIGSYS)
+		return "reports a fault";
+	if (sig > SIGSYS && sig < SIGRTMIN)
+		return "is reserved for the C library (below SIGRTMIN)";
+	return "is one that programs rely on";
+}
+
+/* "USR1", "SIGUSR1", "RTMIN", "RTMIN+3", "RTMAX-2", case-insensitive. */
+static int signal_by_name(const char *s)
+{
 	if (strncasecmp(s, "SIG", 3) == 0)
 		s += 3;
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (strcasecmp(s, names[i].name) == 0)
-			return names[i].sig;
-	unsigned long long v;
-	if (parse_uint(s, 1, (unsigned long long)SIGRTMAX, &v) == 0 && v != SIGKILL && v != SIGSTOP &&
-	    v != SIGSEGV && v != SIGBUS && v != SIGILL && v != SIGFPE)
-		return (int)v;
+	const char *rt = NULL;
+	int base = 0, dir = 0;
+	if (strncasecmp(s, "RTMIN", 5) == 0)
+		rt = s + 5, base = SIGRTMIN, dir = 1;
+	else if (strncasecmp(s, "RTMAX", 5) == 0)
+		rt = s + 5, base = SIGRTMAX, dir = -1;
+	if (rt) {
+		unsigned long long k = 0;
+		if (*rt && ((dir > 0 && *rt != '+') || (dir < 0 && *rt != '-') ||
+			    parse_uint(rt + 1, 0, (unsigned long long)(SIGRTMAX - SIGRTMIN), &k)))
+			return -1;
+		return base + dir * (int)k;
+	}
+	for (int sig = 1; sig < SIGRTMIN; sig++) {
+		const char *name = sigabbrev_np(sig);
+		if (name && strcasecmp(s, name) == 0)
+			return sig;
+	}
 	return -1;
+}
+
+/* The signal of v, or 0 after reporting why it cannot be used. */
+static int parse_signal(const char *v)
+{
+	unsigned long long n;
+	const char *end, *why = NULL;
+	int sig;
+	if ((*v >= '0' && *v <= '9') || *v == '+' || *v == '-' || *v == ' ' || (*v >= '\t' && *v <= '\r')) {
+		why = scan_digits(v, &n, &end);
+		if (!why && *end)
+			why = "has characters after the number";
+		sig = why ? 0 : n > INT_MAX ? -1 : (int)n;
+	} else {
+		sig = signal_by_name(v);
+		if (sig < 0)
+			why = "is not a signal name";
+	}
+	if (!why)
+		why = signal_refused(sig);
+	if (!why)
+		return sig;
+	if (sig > 0 && sig < SIGRTMIN && sigabbrev_np(sig))
+		mb_warn("MBUDDY_STATS_SIGNAL=\"%s\" (SIG%s) %s; no signal dump (use " SIGNALS_ALLOWED ", %d to %d)", v,
+			sigabbrev_np(sig), why, SIGRTMIN, SIGRTMAX);
+	else
+		mb_warn("MBUDDY_STATS_SIGNAL=\"%s\" %s; no signal dump (use " SIGNALS_ALLOWED ", %d to %d)", v, why,
+			SIGRTMIN, SIGRTMAX);
+	return 0;
 }
 
 static const char *env(const char *name)
@@ -124,78 +215,116 @@ static const char *env_copy(const char *name, char *buf, size_t len)
 	return buf;
 }
 
-void mb_options_init(void)
+/* A number variable: 1 with *out set, or 0 when unset or after one
+ * message saying what is wrong with it and which default stays. */
+static int opt_uint(const char *name, unsigned long long lo, unsigned long long hi, const char *what,
+		    unsigned long long dflt, unsigned long long *out)
 {
-	const char *v;
-	unsigned long long u;
+	const char *v = env(name), *why;
+	if (!v)
+		return 0;
+	if (!(why = parse_uint(v, lo, hi, out)))
+		return 1;
+	if (hi == lo + 1)
+		mb_warn("%s=\"%s\" %s (expected %llu or %llu); using %llu", name, v, why, lo, hi, dflt);
+	else
+		mb_warn("%s=\"%s\" %s (expected %s from %llu to %llu); using %llu", name, v, why, what, lo, hi, dflt);
+	return 0;
+}
 
-	if ((v = env("MBUDDY_MAX_ORDER"))) {
-		if (parse_uint(v, MB_MAX_ORDER_MIN, MB_MAX_ORDER_MAX, &u) == 0)
-			mb_opt.max_order = (unsigned)u;
-		else
-			mb_warn("MBUDDY_MAX_ORDER=%s is not a number from %d to %d; using %u",
-				v, MB_MAX_ORDER_MIN, MB_MAX_ORDER_MAX, mb_opt.max_order);
+/* Whether v is one of the words, case-insensitive. */
+static int word_in(const char *v, const char *const *words)
+{
+	for (; *words; words++)
+		if (strcasecmp(v, *words) == 0)
+			return 1;
+	return 0;
+}
+
+static void opt_heap_size(void)
+{
+	const char *v = env("MBUDDY_HEAP_SIZE"), *why;
+	size_t pb_bytes = (size_t)1 << (mb_opt.max_order - 1 + MB_PAGE_SHIFT), sz;
+	size_t min = 2 * pb_bytes, max = MB_HEAP_SIZE_MAX;
+	if (!v)
+		return;
+	if ((why = mb_parse_size(v, &sz))) {
+		mb_warn("MBUDDY_HEAP_SIZE=\"%s\" %s (expected a size such as 512M or 64G); using %zu GiB", v, why,
+			mb_opt.heap_size >> 30);
+	} else if (sz < min) {
+		mb_opt.heap_size = min;
+		mb_warn("MBUDDY_HEAP_SIZE=\"%s\" is below the minimum of two pageblocks; using %zu MiB", v, min >> 20);
+	} else if (sz > max) {
+		mb_opt.heap_size = max;
+		mb_warn("MBUDDY_HEAP_SIZE=\"%s\" is above the maximum of %zu TiB; using %zu TiB", v, max >> 40,
+			max >> 40);
+	} else {
+		mb_opt.heap_size = sz & ~(pb_bytes - 1);
 	}
-	size_t pb_bytes = (size_t)1 << (mb_opt.max_order - 1 + MB_PAGE_SHIFT);
-	if ((v = env("MBUDDY_HEAP_SIZE"))) {
-		size_t sz, max = (size_t)8 << 40; /* page indices are 32-bit */
-		if (mb_parse_size(v, &sz) != 0)
-			mb_warn("MBUDDY_HEAP_SIZE=%s is not a size (e.g. 512M, 64G); using %zu GiB", v,
-				mb_opt.heap_size >> 30);
-		else if (sz < 2 * pb_bytes) {
-			mb_opt.heap_size = 2 * pb_bytes;
-			mb_warn("MBUDDY_HEAP_SIZE=%s is below the minimum of two pageblocks; using %zu MiB", v,
-				mb_opt.heap_size >> 20);
-		} else if (sz > max) {
-			mb_opt.heap_size = max;
-			mb_warn("MBUDDY_HEAP_SIZE=%s is above the maximum of 8 TiB; using 8 TiB", v);
-		} else {
-			mb_opt.heap_size = sz & ~(pb_bytes - 1);
-		}
-	}
+}
+
+static void opt_words(void)
+{
+	static const char *const on[] = { "auto", "on", "1", NULL }, *const off[] = { "off", "0", NULL };
+	static const char *const text[] = { "text", NULL }, *const json[] = { "json", NULL };
+	const char *v;
 	if ((v = env("MBUDDY_CLASSIFY"))) {
-		if (strcasecmp(v, "auto") == 0 || strcmp(v, "1") == 0 || strcasecmp(v, "on") == 0)
+		if (word_in(v, on))
 			mb_opt.classify = 1;
-		else if (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0)
+		else if (word_in(v, off))
 			mb_opt.classify = 0;
 		else
-			mb_warn("MBUDDY_CLASSIFY=%s is not 'auto' or 'off'; using auto", v);
+			mb_warn("MBUDDY_CLASSIFY=\"%s\" is not auto, on, 1, off or 0; using auto", v);
 	}
-	mb_opt.stats = env_copy("MBUDDY_STATS", stats_value, sizeof stats_value);
 	if ((v = env("MBUDDY_STATS_FORMAT"))) {
-		if (strcasecmp(v, "text") == 0)
+		if (word_in(v, text))
 			mb_opt.stats_format = MB_STATS_TEXT;
-		else if (strcasecmp(v, "json") == 0)
+		else if (word_in(v, json))
 			mb_opt.stats_format = MB_STATS_JSON;
 		else
-			mb_warn("MBUDDY_STATS_FORMAT=%s is not 'text' or 'json'; using text", v);
+			mb_warn("MBUDDY_STATS_FORMAT=\"%s\" is not text or json; using text", v);
 	}
-	if ((v = env("MBUDDY_STATS_SIGNAL"))) {
-		int sig = parse_signal(v);
-		if (sig > 0)
-			mb_opt.stats_signal = sig;
-		else
-			mb_warn("MBUDDY_STATS_SIGNAL=%s is not a usable signal (e.g. USR1, USR2, or a number); no signal dump", v);
-	}
-	if ((v = env("MBUDDY_DECAY_MS"))) {
-		if (parse_uint(v, 0, 3600000, &u) == 0)
-			mb_opt.decay_ms = u;
-		else
-			mb_warn("MBUDDY_DECAY_MS=%s is not a number of milliseconds from 0 to 3600000; using %llu",
-				v, (unsigned long long)mb_opt.decay_ms);
-	}
-	if ((v = env("MBUDDY_BACKGROUND"))) {
-		if (parse_uint(v, 0, 1, &u) == 0)
-			mb_opt.background = (int)u;
-		else
-			mb_warn("MBUDDY_BACKGROUND=%s is not 0 or 1; using 1", v);
-	}
-	if ((v = env("MBUDDY_CHECK"))) {
-		if (parse_uint(v, 0, 1, &u) == 0)
-			mb_opt.check = (int)u;
-		else
-			mb_warn("MBUDDY_CHECK=%s is not 0 or 1; using 0", v);
-	}
+}
+
+/* MBUDDY_STATS: words that switch the report off or name a stream, any
+ * other value a path. */
+static void opt_stats(void)
+{
+	static const char *const none[] = { "0", "off", "no", NULL }, *const err[] = { "1", "stderr", NULL };
+	static const char *const out[] = { "stdout", NULL };
+	const char *v = env_copy("MBUDDY_STATS", stats_value, sizeof stats_value);
+	mb_opt.stats = NULL;
+	mb_opt.stats_fd = -1;
+	if (!v || word_in(v, none))
+		return;
+	mb_opt.stats = v;
+	if (word_in(v, err))
+		mb_opt.stats_fd = STDERR_FILENO;
+	else if (word_in(v, out))
+		mb_opt.stats_fd = STDOUT_FILENO;
+}
+
+void mb_options_init(void)
+{
+	static int done;
+	unsigned long long u;
+	if (done)
+		return; /* each problem is reported once */
+	done = 1;
+	if (opt_uint("MBUDDY_MAX_ORDER", MB_MAX_ORDER_MIN, MB_MAX_ORDER_MAX, "a number", mb_opt.max_order, &u))
+		mb_opt.max_order = (unsigned)u;
+	opt_heap_size();
+	opt_words();
+	opt_stats();
+	const char *v = env("MBUDDY_STATS_SIGNAL");
+	if (v)
+		mb_opt.stats_signal = parse_signal(v);
+	if (opt_uint("MBUDDY_DECAY_MS", 0, 3600000, "milliseconds", mb_opt.decay_ms, &u))
+		mb_opt.decay_ms = u;
+	if (opt_uint("MBUDDY_BACKGROUND", 0, 1, NULL, (unsigned long long)mb_opt.background, &u))
+		mb_opt.background = (int)u;
+	if (opt_uint("MBUDDY_CHECK", 0, 1, NULL, (unsigned long long)mb_opt.check, &u))
+		mb_opt.check = (int)u;
 	mb_opt.rules = env_copy("MBUDDY_RULES", rules_value, sizeof rules_value);
 	mb_opt.profile = env_copy("MBUDDY_PROFILE", profile_value, sizeof profile_value);
 }

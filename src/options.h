@@ -13,7 +13,8 @@ struct mb_options {
 	size_t heap_size;       /* MBUDDY_HEAP_SIZE */
 	unsigned max_order;     /* MBUDDY_MAX_ORDER */
 	int classify;           /* MBUDDY_CLASSIFY: 1 auto, 0 off */
-	const char *stats;      /* MBUDDY_STATS: NULL, "stderr" or a path */
+	const char *stats;      /* MBUDDY_STATS: NULL (no report), a stream's word or a path */
+	int stats_fd;           /* MBUDDY_STATS names a stream: 1 or 2; a path: -1 */
 	int stats_format;       /* MBUDDY_STATS_FORMAT */
 	int stats_signal;       /* MBUDDY_STATS_SIGNAL: 0 = none */
 	uint64_t decay_ms;      /* MBUDDY_DECAY_MS */
@@ -25,10 +26,15 @@ struct mb_options {
 
 extern struct mb_options mb_opt;
 
+/* Read every variable, once; later calls do nothing. */
 void mb_options_init(void);
 
-/* Parse "123", "64K", "4M", "64G", "1T" (binary units). 0 on success. */
-int mb_parse_size(const char *s, size_t *out);
+/* The largest heap: page indices are 32-bit. */
+#define MB_HEAP_SIZE_MAX ((size_t)8 << 40)
+
+/* Parse "123", "64K", "4M", "64G", "1T" (binary units): plain digits, no
+ * space, no sign. NULL on success, else what is wrong ("has a sign"). */
+const char *mb_parse_size(const char *s, size_t *out);
 
 /* Report a problem on stderr, prefixed "libmbuddy: ". Never allocates. */
 void mb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -345,35 +345,37 @@ int mb_stats_write(int fd, int format)
 
 /* ---- where and when to dump ---- */
 
-/* A copy of stderr taken at start-up: programs such as coreutils close
- * descriptor 2 before the exit dump runs. A program may also close the
- * copy and reuse its number for a file of its own, so the report is only
- * written to a descriptor that still is the stderr seen at start. */
-#define STDERR_COPY_MIN 100 /* above the descriptors programs use first */
-static int stderr_copy = -1;
-static struct stat stderr_at_start;
-static int stderr_known;
+/* A copy of the stream the report goes to (stderr, or stdout), taken at
+ * start-up: programs such as coreutils close descriptors 1 and 2 before
+ * the exit dump runs. A program may also close the copy and reuse its
+ * number for a file of its own, so the report is only written to a
+ * descriptor that still is the stream seen at start. */
+#define STREAM_COPY_MIN 100 /* above the descriptors programs use first */
+static int stream_fd = -1, stream_copy = -1;
+static struct stat stream_at_start;
 
-static int is_stderr_at_start(int fd)
+static int is_stream_at_start(int fd)
 {
 	struct stat st;
-	return stderr_known && fstat(fd, &st) == 0 && st.st_dev == stderr_at_start.st_dev &&
-	       st.st_ino == stderr_at_start.st_ino &&
-	       (st.st_mode & S_IFMT) == (stderr_at_start.st_mode & S_IFMT);
+	return stream_fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == stream_at_start.st_dev &&
+	       st.st_ino == stream_at_start.st_ino &&
+	       (st.st_mode & S_IFMT) == (stream_at_start.st_mode & S_IFMT);
 }
 
-/* Where a report to stderr goes: the copy, else descriptor 2, whichever
- * still is the stderr of the start; -1 if neither is. */
-static int stderr_target(void)
+/* Where a report to the stream goes: the copy, else the stream's own
+ * descriptor, whichever still is the one of the start; -1 if neither is. */
+static int stream_target(void)
 {
-	if (stderr_copy >= 0 && is_stderr_at_start(stderr_copy))
-		return stderr_copy;
-	return is_stderr_at_start(STDERR_FILENO) ? STDERR_FILENO : -1;
+	if (stream_copy >= 0 && is_stream_at_start(stream_copy))
+		return stream_copy;
+	return stream_fd >= 0 && is_stream_at_start(stream_fd) ? stream_fd : -1;
 }
 
-static int to_stderr(void)
+/* Where the reports go when not to a file: MBUDDY_STATS's stream, or
+ * stderr for a signal's report without MBUDDY_STATS. */
+static int report_stream(void)
 {
-	return strcmp(mb_opt.stats, "1") == 0 || strcmp(mb_opt.stats, "stderr") == 0;
+	return mb_opt.stats ? mb_opt.stats_fd : STDERR_FILENO;
 }
 
 /* MBUDDY_STATS as a path, with every %p replaced by the pid; -1 if that
@@ -442,11 +444,12 @@ static void dump_now(void)
 	const char *why = NULL;
 	int saved = errno, rc;
 	pthread_mutex_lock(&dump_lock);
-	if (to_stderr()) {
-		int fd = stderr_target();
-		/* No stderr left: nowhere to write the report, nor to warn. */
+	if (report_stream() >= 0) {
+		int fd = stream_target();
+		/* No stream left: nowhere to write the report (nor, for
+		 * stderr, to warn). */
 		rc = fd < 0 ? 0 : write_report(fd, mb_opt.stats_format);
-		snprintf(path, sizeof path, "stderr");
+		snprintf(path, sizeof path, "%s", report_stream() == STDOUT_FILENO ? "stdout" : "stderr");
 	} else {
 		rc = expand_path(path, sizeof path);
 		if (rc == 0)
@@ -476,10 +479,7 @@ void mb_stats_dump_at_exit(void)
 
 void mb_stats_dump_requested(void)
 {
-	if (mb_opt.stats)
-		dump_now();
-	else
-		mb_stats_write(STDERR_FILENO, mb_opt.stats_format);
+	dump_now();
 }
 
 void mb_stats_fork_child(void)
@@ -489,8 +489,9 @@ void mb_stats_fork_child(void)
 
 void mb_stats_init(void)
 {
-	if (mb_opt.stats && to_stderr() && fstat(STDERR_FILENO, &stderr_at_start) == 0) {
-		stderr_known = 1;
-		stderr_copy = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, STDERR_COPY_MIN);
+	int fd = report_stream();
+	if ((mb_opt.stats || mb_opt.stats_signal) && fd >= 0 && fstat(fd, &stream_at_start) == 0) {
+		stream_fd = fd;
+		stream_copy = fcntl(fd, F_DUPFD_CLOEXEC, STREAM_COPY_MIN);
 	}
 }

@@ -19,3 +19,11 @@ check_PROGRAMS += tests/stats/reuse_fds
 tests_stats_reuse_fds_SOURCES = tests/stats/reuse_fds.c
 TESTS += tests/stats/stderr-reuse.test
 EXTRA_DIST += tests/stats/stderr-reuse.test
+
+# Option values (strict parsing, signals refused, MBUDDY_STATS's words) and
+# a signal's report written at exit when no slow path came.
+check_PROGRAMS += tests/stats/signal_exit
+tests_stats_signal_exit_SOURCES = tests/stats/signal_exit.c
+tests_stats_signal_exit_CFLAGS = $(AM_CFLAGS) -fno-builtin
+TESTS += tests/stats/env-values.test tests/stats/signal-exit.test tests/stats/stats-words.test
+EXTRA_DIST += tests/stats/env-values.test tests/stats/signal-exit.test tests/stats/stats-words.test
