@@ -15,6 +15,7 @@
 #include "heap.h"
 #include "init.h"
 #include "mbuddy.h"
+#include "modules.h"
 #include "report.h"
 #include "tcache.h"
 
@@ -228,15 +229,22 @@ EXPORT void *mbuddy_calloc(size_t nmemb, size_t size, int type)
 	return mb_calloc(nmemb, size, type);
 }
 
-/* dlclose can unmap code whose return addresses sites are keyed on. */
+/* dlclose can unmap code whose return addresses sites are keyed on: the
+ * modules loaded before it tell afterwards which code went away. */
 EXPORT int dlclose(void *handle)
 {
 	static int (*real_dlclose)(void *);
 	if (!real_dlclose)
 		real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
-	int rc = real_dlclose ? real_dlclose(handle) : -1;
-	if (rc == 0)
-		mb_classify_code_unmapped();
+	if (!real_dlclose)
+		return -1;
+	struct mb_modules before;
+	int known = mb_classify_ready && mb_modules_take(&before) == 0;
+	int rc = real_dlclose(handle);
+	if (rc == 0 && mb_classify_ready)
+		mb_classify_code_unmapped(known ? &before : NULL);
+	if (known)
+		mb_modules_drop(&before);
 	return rc;
 }
 

@@ -2,6 +2,7 @@
 #include "classify.h"
 #include "heap.h"
 #include "large.h"
+#include "modules.h"
 #include "options.h"
 #include "profile.h"
 #include "region.h"
@@ -214,6 +215,16 @@ static uintptr_t deep_key(void *ra)
 	return k | 1;
 }
 
+/* The site's first stack, for the report and for dlclose (which must know
+ * the callers a deeper site stands for). */
+static void keep_frames_locked(struct mb_site *s)
+{
+	if (!s->nframes && pending_nframes) {
+		memcpy(s->frames, pending_frames, sizeof(void *) * (size_t)pending_nframes);
+		s->nframes = pending_nframes;
+	}
+}
+
 static struct mb_site *deep_site(struct mb_site *s, void *ra, int create)
 {
 	uintptr_t k = deep_key(ra);
@@ -238,6 +249,7 @@ static struct mb_site *deep_site(struct mb_site *s, void *ra, int create)
 		d->parent = s;
 		d->is_deep = 1;
 		d->pkey = pkey;
+		keep_frames_locked(d);
 		if (known) {
 			profile_evidence(d, &pe);
 			atomic_store(&d->flags, 0);
@@ -516,17 +528,11 @@ void mb_classify_sampled(void *p, size_t n)
 	pthread_mutex_lock(&site_lock);
 	s->samples++;
 	s->sampled_bytes += n;
-	if (!s->nframes && pending_nframes) {
-		memcpy(s->frames, pending_frames, sizeof(void *) * (size_t)pending_nframes);
-		s->nframes = pending_nframes;
-	}
+	keep_frames_locked(s);
 	if (d) {
 		d->samples++;
 		d->sampled_bytes += n;
-		if (!d->nframes && pending_nframes) {
-			memcpy(d->frames, pending_frames, sizeof(void *) * (size_t)pending_nframes);
-			d->nframes = pending_nframes;
-		}
+		keep_frames_locked(d);
 	}
 	if (free_sample != UINT32_MAX || nsamples < SAMPLE_CAP) {
 		uint32_t i;
@@ -662,11 +668,51 @@ void mb_classify_fork_child(void)
 	mb_profile_after_fork_child();
 }
 
-/* Code was unmapped: a return address may now belong to other code, so
- * every site forgets what it learned and learns again. */
-void mb_classify_code_unmapped(void)
+/* ---- dlclose ---- */
+
+static int in_code(uintptr_t a, const struct mb_module *gone, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a >= gone[i].lo && a < gone[i].hi)
+			return 1;
+	return 0;
+}
+
+/* Whether the site is keyed on an address of unmapped code: a site's own
+ * return address; for a deeper site its wrapper's, or one of the two
+ * callers above the wrapper its key is made of (all of them when they are
+ * not known). */
+static int site_in_code(const struct mb_site *s, const struct mb_module *gone, size_t n)
+{
+	if (!s->is_deep)
+		return in_code(atomic_load(&s->key), gone, n);
+	uintptr_t wrapper = atomic_load(&s->parent->key);
+	if (in_code(wrapper, gone, n))
+		return 1;
+	for (int k = 0; k < s->nframes; k++)
+		if ((uintptr_t)s->frames[k] == wrapper)
+			return (k + 1 < s->nframes && in_code((uintptr_t)s->frames[k + 1], gone, n)) ||
+			       (k + 2 < s->nframes && in_code((uintptr_t)s->frames[k + 2], gone, n));
+	return 1;
+}
+
+/* What the site learned no longer applies to the code at its address: it
+ * learns again, and its evidence is not saved under a module that left. */
+static void forget_locked(struct mb_site *s)
+{
+	s->n_short = s->n_medium = s->n_old = 0;
+	s->pkey = 0;
+	set_site_type(s, MB_KERNNORCLM);
+	atomic_store(&s->learn_left, LEARN_SAMPLES);
+	atomic_store(&s->flags, MB_SITE_LEARNING);
+}
+
+void mb_classify_code_unmapped(struct mb_modules *before)
 {
 	if (!mb_classify_ready)
+		return;
+	size_t n = before ? mb_modules_unloaded(before) : 0;
+	if (before && n == 0)
 		return;
 	mb_profile_forget_modules();
 	pthread_mutex_lock(&site_lock);
@@ -675,10 +721,8 @@ void mb_classify_code_unmapped(void)
 			struct mb_site *s = &t[i];
 			if (!atomic_load(&s->key) || (atomic_load(&s->flags) & MB_SITE_PINNED))
 				continue;
-			s->n_short = s->n_medium = s->n_old = 0;
-			set_site_type(s, MB_KERNNORCLM);
-			atomic_store(&s->learn_left, LEARN_SAMPLES);
-			atomic_store(&s->flags, MB_SITE_LEARNING);
+			if (!before || site_in_code(s, before->v, n))
+				forget_locked(s);
 		}
 	}
 	pthread_mutex_unlock(&site_lock);

@@ -129,8 +129,12 @@ void mb_classify_fork_parent(void);
 void mb_classify_fork_child(void);
 /* At exit: what this run learned, written to MBUDDY_PROFILE for the next. */
 void mb_classify_save_profile(void);
-/* After dlclose: sites in unmapped code must not be trusted. */
-void mb_classify_code_unmapped(void);
+/* After a successful dlclose, given the modules loaded before it
+ * (modules.h): the sites keyed on code that was unloaded learn again, the
+ * others keep what they know. With NULL (the list could not be taken),
+ * every site learns again. Takes the loader's lock: no lock of ours held. */
+struct mb_modules;
+void mb_classify_code_unmapped(struct mb_modules *before);
 
 /* The report's call-site section: the sites with the most sampled bytes,
  * as text or as the elements of a JSON array. */

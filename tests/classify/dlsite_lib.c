@@ -5,9 +5,12 @@
 
 void *lib_alloc(size_t n);
 void *lib_work(int rounds);
+void *lib_work_via(void *(*alloc)(size_t), int rounds);
 
 static void *volatile sink;
+#ifndef LIFETIME_SHORT
 static void *kept[20000];
+#endif
 
 __attribute__((noinline)) void *lib_alloc(size_t n)
 {
@@ -16,12 +19,13 @@ __attribute__((noinline)) void *lib_alloc(size_t n)
 	return p;
 }
 
-/* Runs the library's workload; returns one live object from its site. */
-void *lib_work(int rounds)
+/* Runs the library's workload through alloc; returns one live object from
+ * its site. */
+__attribute__((noinline)) void *lib_work_via(void *(*alloc)(size_t), int rounds)
 {
 	void *last = NULL;
 	for (int i = 0; i < rounds; i++) {
-		void *p = lib_alloc(64);
+		void *p = alloc(64);
 #ifdef LIFETIME_SHORT
 		if (last)
 			free(last);
@@ -32,4 +36,10 @@ void *lib_work(int rounds)
 #endif
 	}
 	return last;
+}
+
+/* The same through the library's own call site. */
+void *lib_work(int rounds)
+{
+	return lib_work_via(lib_alloc, rounds);
 }

@@ -5,10 +5,10 @@ classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
 check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
-	tests/classify/dlopen_sites.test
+	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test
 EXTRA_DIST += tests/classify/classify_common.h tests/classify/rules_override.env \
 	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
-	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c
+	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test
 
 tests_classify_three_sites_SOURCES = tests/classify/three_sites.c
 tests_classify_three_sites_LDADD = -ldl
@@ -33,3 +33,13 @@ tests_classify_dlsite_pinned_la_LDFLAGS = -module -avoid-version -rpath /nowhere
 check_PROGRAMS += tests/classify/dlopen_sites
 tests_classify_dlopen_sites_SOURCES = tests/classify/dlopen_sites.c
 tests_classify_dlopen_sites_LDADD = -ldl -lpthread
+
+# dlclose forgets only the unloaded code's sites: a second copy of the
+# short-lived library stays loaded while the first goes.
+check_LTLIBRARIES += tests/classify/dlsite_short2.la
+tests_classify_dlsite_short2_la_SOURCES = tests/classify/dlsite_lib.c
+tests_classify_dlsite_short2_la_CPPFLAGS = $(AM_CPPFLAGS) -DLIFETIME_SHORT
+tests_classify_dlsite_short2_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+check_PROGRAMS += tests/classify/dlclose_range
+tests_classify_dlclose_range_SOURCES = tests/classify/dlclose_range.c
+tests_classify_dlclose_range_LDADD = -ldl
