@@ -329,8 +329,8 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 	 * key unwind every time. */
 	struct wrapper_memo *wm = NULL;
 	if ((fl & MB_SITE_WRAPPER) && !sample) {
-		uintptr_t sp;
-		__asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+		/* This frame's address stands for the stack depth. */
+		uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 		uintptr_t key = (uintptr_t)ra ^ (sp * 0x9e3779b97f4a7c15ULL);
 		wm = &wrapper_memo[mb_site_hash(key) & (WRAPPER_MEMO - 1)];
 		if (wm->key != key) {

@@ -1,6 +1,7 @@
 #include "config.h"
 #include "options.h"
 #include "buddy.h"
+#include "region.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -304,6 +305,19 @@ static void opt_stats(void)
 		mb_opt.stats_fd = STDOUT_FILENO;
 }
 
+/* A pageblock must hold whole pages of the system, or none of its memory
+ * could ever go back to the kernel. */
+static void fit_system_pages(void)
+{
+	unsigned o = mb_opt.max_order;
+	while (o < MB_MAX_ORDER_MAX && ((size_t)1 << (o - 1 + MB_PAGE_SHIFT)) < mb_os_page_size())
+		o++;
+	if (o != mb_opt.max_order)
+		mb_warn("MAX_ORDER %u makes pageblocks smaller than this system's pages of %zu KiB; using %u",
+			mb_opt.max_order, mb_os_page_size() >> 10, o);
+	mb_opt.max_order = o;
+}
+
 void mb_options_init(void)
 {
 	static int done;
@@ -313,6 +327,7 @@ void mb_options_init(void)
 	done = 1;
 	if (opt_uint("MBUDDY_MAX_ORDER", MB_MAX_ORDER_MIN, MB_MAX_ORDER_MAX, "a number", mb_opt.max_order, &u))
 		mb_opt.max_order = (unsigned)u;
+	fit_system_pages();
 	opt_heap_size();
 	opt_words();
 	opt_stats();

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static _Atomic long fault_after[MB_FAULT_KINDS];
 static _Atomic long fault_count[MB_FAULT_KINDS];
@@ -33,13 +34,28 @@ static int fault_now(int kind)
 	return 1;
 }
 
+size_t mb_os_page_size(void)
+{
+	static size_t page;
+	if (!page) {
+		long v = sysconf(_SC_PAGESIZE);
+		page = v > 0 && !((size_t)v & ((size_t)v - 1)) ? (size_t)v : MB_OS_PAGE_MIN;
+	}
+	return page;
+}
+
 void *mb_os_reserve(size_t size, size_t align)
 {
 	if (fault_now(MB_FAULT_RESERVE)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* Over-reserve, then trim both ends to reach the alignment. */
+	/* Over-reserve, then trim both ends to reach the alignment; the ends
+	 * trimmed are whole pages of the system. */
+	size_t page = mb_os_page_size();
+	if (align < page)
+		align = page;
+	size = (size + page - 1) & ~(page - 1);
 	size_t span = size + align;
 	if (span < size)
 		return NULL;
@@ -66,6 +82,15 @@ int mb_os_release(void *p, size_t size)
 {
 	if (fault_now(MB_FAULT_RELEASE))
 		return -1;
+	/* The kernel rounds the length up to its page size, which can be
+	 * larger than the heap's 4 KiB pages (16 or 64 KiB on some aarch64
+	 * and ppc64 systems): a range of 4 KiB pages inside one system page
+	 * would take live neighbours with it. Such a range stays. */
+	size_t page = mb_os_page_size();
+	if (((uintptr_t)p | size) & (page - 1)) {
+		errno = EINVAL;
+		return -1;
+	}
 	/* MADV_DONTNEED on private anonymous memory frees the pages now and
 	 * guarantees zero-fill on the next touch, which calloc relies on. */
 	return madvise(p, size, MADV_DONTNEED);

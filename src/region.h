@@ -6,13 +6,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Reserve `size` bytes of address space aligned to `align` (a power of two),
- * MAP_NORESERVE, nothing touched. Returns NULL on failure. */
+/* The system's page size (sysconf), which may be larger than the heap's own
+ * 4 KiB pages: 16 or 64 KiB on some aarch64 and ppc64 systems. */
+size_t mb_os_page_size(void);
+#define MB_OS_PAGE_MIN ((size_t)4096)
+
+/* Reserve `size` bytes of address space aligned to `align` (a power of two;
+ * at least the system's page), MAP_NORESERVE, nothing touched. Returns
+ * NULL on failure. */
 void *mb_os_reserve(size_t size, size_t align);
 /* Return a reservation (tests only; the heap lives as long as the process). */
 void mb_os_unreserve(void *p, size_t size);
 /* Give the pages back to the kernel; they read as zero when next touched.
- * Returns 0 on success. */
+ * Returns 0 on success; -1 (EINVAL, nothing changed) for a range that is
+ * not made of whole pages of the system, which stays resident. */
 int mb_os_release(void *p, size_t size);
 
 /* Reserve the largest region not above `want` bytes, halving on failure

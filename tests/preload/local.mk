@@ -83,3 +83,16 @@ TESTS += tests/preload/glibc_api
 tests_preload_glibc_api_SOURCES = tests/preload/glibc_api.c tests/preload/ptest.h
 tests_preload_glibc_api_CFLAGS = $(preload_cflags)
 tests_preload_glibc_api_LDADD = $(preload_ldadd)
+
+# Pages of 16 KiB, as on many aarch64 systems: memory goes back to the
+# kernel in whole system pages only.
+check_LTLIBRARIES += tests/preload/pagesize_shim.la
+tests_preload_pagesize_shim_la_SOURCES = tests/preload/pagesize_shim.c
+tests_preload_pagesize_shim_la_LDFLAGS = -module -rpath /nowhere -avoid-version
+tests_preload_pagesize_shim_la_LIBADD = -ldl
+check_PROGRAMS += tests/preload/pagesize_work
+tests_preload_pagesize_work_SOURCES = tests/preload/pagesize_work.c tests/preload/ptest.h
+tests_preload_pagesize_work_CFLAGS = $(preload_cflags)
+tests_preload_pagesize_work_LDADD = $(preload_ldadd)
+TESTS += tests/preload/pagesize.test
+EXTRA_DIST += tests/preload/pagesize.test
