@@ -10,6 +10,7 @@
 #include "init.h"
 #include "options.h"
 #include "large.h"
+#include "background.h"
 #include "purge.h"
 #include "report.h"
 #include "slab.h"

@@ -143,7 +143,9 @@ static int start(void)
 	return rc;
 }
 
-int mb_background_kick(uint64_t due)
+/* Starts the thread if a purge is due, wakes it if it sleeps with nothing
+ * to wait for. Returns 1 if the thread takes care of the work. */
+static int kick(uint64_t due)
 {
 	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
 	if (s == BG_RUNNING) {
@@ -166,9 +168,12 @@ int mb_background_kick(uint64_t due)
 	return rc == 0;
 }
 
-int mb_background_running(void)
+void mb_purge_maybe(void)
 {
-	return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == BG_RUNNING;
+	uint64_t due = mb_purge_next_due();
+	if (due != UINT64_MAX && kick(due))
+		return;
+	mb_purge_step(due);
 }
 
 void mb_background_fork_child(void)

@@ -11,13 +11,11 @@
 
 #include <stdint.h>
 
-/* Called by mb_purge_maybe() with the time the oldest queued memory is due:
- * starts the thread if that time has come, wakes it if it sleeps past it.
- * Returns 1 if the thread takes care of it, 0 if the caller must. */
-int mb_background_kick(uint64_t due);
-
-/* Whether the thread runs (for the report). */
-int mb_background_running(void);
+/* Slow paths call this, with no lock held, when they may owe maintenance:
+ * it returns at once unless something is due, then starts the thread (the
+ * first time a purge is due) or wakes it (if it sleeps with nothing to wait
+ * for), or, without a thread, does a bounded step of the work itself. */
+void mb_purge_maybe(void);
 
 /* fork: the child has no such thread; it starts its own when needed. */
 void mb_background_fork_child(void);

@@ -1,7 +1,7 @@
 #include "config.h"
 #include "large.h"
 #include "heap.h"
-#include "purge.h"
+#include "background.h"
 #include "region.h"
 #include "report.h"
 

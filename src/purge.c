@@ -1,6 +1,5 @@
 #include "config.h"
 #include "purge.h"
-#include "background.h"
 #include "heap.h"
 #include "metadata.h"
 #include "options.h"
@@ -116,11 +115,8 @@ unsigned long long mb_purge_next_due(void)
 	return due > next_pass ? due : next_pass;
 }
 
-void mb_purge_maybe(void)
+void mb_purge_step(unsigned long long due)
 {
-	uint64_t due = mb_purge_next_due();
-	if (due != UINT64_MAX && mb_background_kick(due))
-		return;
 	uint64_t now = mb_now_ms();
 	if (now < due && now < __atomic_load_n(&next_sweep_ms, __ATOMIC_RELAXED))
 		return;

@@ -14,6 +14,7 @@
 #define MB_PURGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "options.h"
 
@@ -37,10 +38,11 @@ static inline unsigned long long mb_purge_period_ms(void)
  * while its pages are released). */
 #define MB_PURGE_SWEEP_BUDGET 256
 
-/* Slow paths call this when they may owe maintenance: it returns at once
- * unless something is due, then wakes (or starts) the background thread,
- * or does a bounded amount of the work itself. */
-void mb_purge_maybe(void);
+/* A bounded amount of what is due (the queues' memory if `due`, from
+ * mb_purge_next_due(), has come; caches and slabs if their period has),
+ * unless another thread is purging. For the slow paths, through
+ * mb_purge_maybe() (background.h), when no thread does the work. */
+void mb_purge_step(unsigned long long due);
 
 /* Release everything due (everything queued, and every transfer cache's
  * objects back to their slabs, if force), in batches; returns the pages

@@ -2,6 +2,7 @@
 #include "tcache.h"
 #include "metadata.h"
 #include "options.h"
+#include "background.h"
 #include "purge.h"
 
 /* Every live cache, for the counters. Its lock nests inside every other
