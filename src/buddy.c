@@ -657,7 +657,14 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 				b->home[who] = idx >> b->pb_order;
 		}
 		if (idx >= 0) {
-			size_t owner = (size_t)mb_buddy_pb_type(b, (size_t)idx >> b->pb_order);
+			size_t pb = (size_t)idx >> b->pb_order;
+			if (b->pb_flags[pb] & MB_PBF_QUEUED) {
+				/* Memory is taken from it again: it is not idle,
+				 * so its wait starts over. */
+				q_unlink(b, freed_q(b), pb);
+				q_append(b, freed_q(b), pb);
+			}
+			size_t owner = (size_t)mb_buddy_pb_type(b, pb);
 			*zeroed = claim_pages(b, (size_t)idx, npages);
 			trim_range(b, (size_t)idx + npages, (size_t)idx + ((size_t)1 << order), (int)owner);
 		}

@@ -25,11 +25,22 @@ static void clock_advance_locked(uint64_t now)
 		mb_heap.buddy.clock = now;
 }
 
+/* How long queued memory waits: the decay time, at least one interval. */
+static uint64_t idle_ms(void)
+{
+	return mb_opt.decay_ms > MB_PURGE_INTERVAL_MS ? mb_opt.decay_ms : MB_PURGE_INTERVAL_MS;
+}
+
 static uint64_t idle_since(int force, uint64_t now)
 {
 	if (force)
 		return UINT64_MAX;
-	return now > mb_opt.decay_ms ? now - mb_opt.decay_ms : 0;
+	/* Even at a decay time of 0, memory must have stayed untouched for
+	 * one interval: a pageblock that memory is taken from again is
+	 * queued anew (buddy.c), so what a program frees and takes back at
+	 * once is not handed back and faulted in each time. */
+	uint64_t idle = idle_ms();
+	return now > idle ? now - idle : 0;
 }
 
 /* One batch, the purge lock held: returns the pages released; 0 when
@@ -110,7 +121,7 @@ unsigned long long mb_purge_next_due(void)
 	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
 	if (oldest == UINT64_MAX)
 		return UINT64_MAX;
-	uint64_t due = oldest + mb_opt.decay_ms;
+	uint64_t due = oldest + idle_ms();
 	uint64_t next_pass = __atomic_load_n(&last_pass_ms, __ATOMIC_RELAXED) + MB_PURGE_INTERVAL_MS;
 	return due > next_pass ? due : next_pass;
 }

@@ -575,6 +575,30 @@ static void test_purge_freed_spans(void)
 	test_buddy_free_region(&B);
 }
 
+/* A pageblock that memory is taken from again is not idle: it is queued
+ * anew, and its free blocks wait a whole decay time from then. */
+static void test_purge_requeue_on_reuse(void)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
+	B.clock = 1;
+	long a = alloc_ok(&B, 4, MB_USERRCLM), c = alloc_ok(&B, 4, MB_USERRCLM);
+	B.clock = 5;
+	free_ok(&B, a);
+	CHECK(B.nr_freed == 1 && B.oldest == 5);
+	B.clock = 9;
+	long d = alloc_ok(&B, 1, MB_USERRCLM);
+	CHECK(B.nr_freed == 1 && B.oldest == 9);
+	struct mb_purge_batch bt;
+	CHECK(mb_buddy_purge_take(&B, 6, 1000, &bt) == 0);
+	CHECK(mb_buddy_purge_take(&B, 9, 1000, &bt) > 0);
+	mb_buddy_purge_release(&B, &bt);
+	mb_buddy_purge_done(&B, &bt);
+	CHECK_BUDDY(&B);
+	free_ok(&B, c);
+	free_ok(&B, d);
+	test_buddy_free_region(&B);
+}
+
 /* Neighbouring global pageblocks idle as long go back in one range, within
  * the budget, and stay out of the pool while the kernel takes them. */
 static void test_purge_coalesces_pageblocks(void)
@@ -627,5 +651,6 @@ int main(void)
 	RUN(test_run_split_shrink_grow);
 	RUN(test_purge_freed_spans);
 	RUN(test_purge_coalesces_pageblocks);
+	RUN(test_purge_requeue_on_reuse);
 	return 0;
 }
