@@ -27,3 +27,10 @@ tests_stats_signal_exit_SOURCES = tests/stats/signal_exit.c
 tests_stats_signal_exit_CFLAGS = $(AM_CFLAGS) -fno-builtin
 TESTS += tests/stats/env-values.test tests/stats/signal-exit.test tests/stats/stats-words.test
 EXTRA_DIST += tests/stats/env-values.test tests/stats/signal-exit.test tests/stats/stats-words.test
+
+# mbuddy_stats_get() against the JSON report of the same moment.
+check_PROGRAMS += tests/stats/stats_api_values
+tests_stats_stats_api_values_SOURCES = tests/stats/stats_api_values.c
+tests_stats_stats_api_values_LDADD = -ldl
+TESTS += tests/stats/stats-api.test
+EXTRA_DIST += tests/stats/stats-api.test
