@@ -10,6 +10,7 @@
 #include "mbuddy.h"
 #include "options.h"
 #include "stats.h"
+#include "stats_fields.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -26,32 +27,27 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->max_order = s.max_order;
 	st->pageblock_bytes = s.pb_bytes;
-	st->reserved_bytes = s.region_bytes;
-	st->resident_bytes = s.rss_bytes;
-	st->buddy_allocated_bytes = (unsigned long long)s.pages_allocated << MB_PAGE_SHIFT;
-	st->live_bytes = s.counts.alloc_bytes - s.counts.freed_bytes;
-	st->released_bytes = s.released_bytes;
-	st->global_free_pageblocks = s.global_free;
-	st->global_resident_pageblocks = s.global_resident;
-	st->global_steals = s.count.global_steals;
-	st->global_refills = s.count.global_refills;
-	st->frees = s.counts.frees;
+	/* Every other field comes from the report's tables (stats_fields.h). */
+	for (size_t i = 0; i < mb_stats_nfields; i++) {
+		const struct mb_stats_field *f = &mb_stats_fields[i];
+		if (f->api)
+			*(unsigned long long *)((char *)st + f->api - 1) = mb_stats_field_value(f, &s);
+	}
 	for (int t = 0; t < MB_NTYPES; t++) {
 		struct mbuddy_type_stats *ts = &st->types[t];
 		for (unsigned o = 0; o < s.pb_order; o++)
 			ts->free[o] = s.nr_free[t][o];
-		ts->pageblocks = s.pb_owned[t];
-		ts->allocs = s.count.allocs[t];
-		ts->fallbacks = s.count.fallbacks[t];
-		ts->failures = s.count.failures[t];
-		ts->objects = s.counts.mallocs[t];
-		st->mallocs += s.counts.mallocs[t];
+		for (size_t i = 0; i < mb_stats_ntype_fields; i++) {
+			const struct mb_stats_type_field *f = &mb_stats_type_fields[i];
+			*(unsigned long long *)((char *)ts + f->api) = mb_stats_type_value(f, &s, t);
+		}
 	}
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
 	mb_stats_free_blocks(&s, nr);
-	for (unsigned o = 0; o < s.max_order; o++) {
-		st->unusable_free_space[o] = mb_unusable_free_index(nr, s.max_order, o);
-		st->fragmentation_index[o] = mb_fragmentation_index(nr, s.max_order, o);
+	for (size_t i = 0; i < mb_stats_nindices; i++) {
+		double *index = (double *)((char *)st + mb_stats_indices[i].api);
+		for (unsigned o = 0; o < s.max_order; o++)
+			index[o] = mb_stats_indices[i].value(nr, s.max_order, o);
 	}
 	return 0;
 }

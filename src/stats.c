@@ -2,6 +2,7 @@
 #include "stats.h"
 #include "classify.h"
 #include "fragmentation.h"
+#include "stats_fields.h"
 #include "metadata.h"
 #include "options.h"
 #include "region.h"
@@ -77,6 +78,14 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	 * pageblocks has one, at its head). */
 	s->meta_bytes = mb_meta_resident() + b->nr_records * b->pb_pages * sizeof(struct mb_page);
 	mb_heap_unlock();
+	for (int t = 0; t < MB_NTYPES; t++) {
+		s->mallocs += s->counts.mallocs[t];
+		s->failures += s->count.failures[t];
+	}
+	s->buddy_allocated_bytes = (uint64_t)s->pages_allocated << MB_PAGE_SHIFT;
+	s->slab_bytes = s->slab_pages << MB_PAGE_SHIFT;
+	s->idle_pool_bytes = (uint64_t)s->global_resident * s->pb_bytes;
+	s->live_bytes = (int64_t)(s->counts.alloc_bytes - s->counts.freed_bytes);
 }
 
 /* Free blocks of every type per order, and at the top order the global
@@ -131,6 +140,28 @@ static void write_mib(struct mb_out *o, const char *label, uint64_t bytes)
 		   (double)bytes / (1 << 20));
 }
 
+/* The lines of the fields the table puts in a block of the text. */
+static void write_text_fields(struct mb_out *o, const struct mb_snapshot *s, enum mb_stats_block block)
+{
+	for (size_t i = 0; i < mb_stats_nfields; i++) {
+		const struct mb_stats_field *f = &mb_stats_fields[i];
+		if (f->block != block || !f->label)
+			continue;
+		uint64_t v = mb_stats_field_value(f, s);
+		if ((f->flags & MB_FIELD_SIGNED) && (int64_t)v < 0)
+			v = 0;
+		if (block == MB_BLOCK_MEMORY)
+			write_mib(o, f->label, v);
+		else if (block == MB_BLOCK_BEAN)
+			mb_out_fmt(o, "%-18s %llu\n", f->label, (unsigned long long)v);
+		else if (f->flags & MB_FIELD_PAIR)
+			mb_out_fmt(o, "  %-30s %llu/%llu\n", f->label, (unsigned long long)v,
+				   (unsigned long long)mb_stats_field_value(f + 1, s));
+		else
+			mb_out_fmt(o, "  %-30s %llu\n", f->label, (unsigned long long)v);
+	}
+}
+
 static void program_name(char *out, size_t len)
 {
 	out[0] = 0;
@@ -160,15 +191,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 		   mb_opt.classify ? "auto" : "off");
 
 	mb_out_str(o, "Memory\n");
-	write_mib(o, "reserved (address space)", s->region_bytes);
-	write_mib(o, "resident (process RSS)", s->rss_bytes);
-	write_mib(o, "taken from the buddy", (uint64_t)s->pages_allocated << MB_PAGE_SHIFT);
-	write_mib(o, "  of which slabs", s->slab_pages << MB_PAGE_SHIFT);
-	write_mib(o, "live (usable size)", s->counts.alloc_bytes - s->counts.freed_bytes);
-	write_mib(o, "live large (as requested)", s->counts.live_requested > 0 ? (uint64_t)s->counts.live_requested : 0);
-	write_mib(o, "idle in the global pool", (uint64_t)s->global_resident * s->pb_bytes);
-	write_mib(o, "returned to the kernel", s->released_bytes);
-	write_mib(o, "metadata in use (out of band)", s->meta_bytes);
+	write_text_fields(o, s, MB_BLOCK_MEMORY);
 	mb_out_str(o, "\n");
 
 	/* /proc/buddyinfo: free blocks per order, all types; then the pool. */
@@ -204,8 +227,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 
 	/* The patch's bean counters, in its own words. */
 	mb_out_str(o, "Global beancounters\n");
-	mb_out_fmt(o, "Global steals:     %llu\n", (unsigned long long)s->count.global_steals);
-	mb_out_fmt(o, "Global refills:    %llu\n", (unsigned long long)s->count.global_refills);
+	write_text_fields(o, s, MB_BLOCK_BEAN);
 	for (int t = 0; t < MB_NTYPES; t++) {
 		char label[32];
 		snprintf(label, sizeof label, "%s allocs:", mb_type_names[t]);
@@ -219,26 +241,18 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 	for (int t = 0; t < MB_NTYPES; t++)
 		mb_out_fmt(o, "  %-10s objects allocated   %llu\n", mb_type_names[t],
 			   (unsigned long long)s->counts.mallocs[t]);
-	mb_out_fmt(o, "  objects freed                  %llu\n", (unsigned long long)s->counts.frees);
-	mb_out_fmt(o, "  large objects live             %llu\n", (unsigned long long)s->large_objects);
-	mb_out_fmt(o, "  failed buddy requests          %llu\n",
-		   (unsigned long long)(s->count.failures[0] + s->count.failures[1] + s->count.failures[2]));
-	mb_out_fmt(o, "  pageblocks returned to kernel  %llu\n", (unsigned long long)s->count.released_pageblocks);
-	mb_out_fmt(o, "  pageblocks taken over          %llu\n", (unsigned long long)s->count.pageblocks_taken_over);
-	mb_out_fmt(o, "  calloc clears skipped          %llu\n", (unsigned long long)s->calloc_zero_skips);
-	mb_out_fmt(o, "  realloc in place (grow/shrink) %llu/%llu\n\n", (unsigned long long)s->inplace_grows,
-		   (unsigned long long)s->inplace_shrinks);
+	write_text_fields(o, s, MB_BLOCK_COUNTERS);
+	mb_out_str(o, "\n");
 
 	mb_out_str(o, "Fragmentation per order (kernel's unusable free space index / fragmentation index)\n");
 	mb_out_str(o, "order    ");
 	for (unsigned k = 0; k < s->max_order; k++)
 		mb_out_fmt(o, " %6u", k);
-	mb_out_str(o, "\nunusable ");
-	for (unsigned k = 0; k < s->max_order; k++)
-		mb_out_fmt(o, " %6.3f", mb_unusable_free_index(nr, s->max_order, k));
-	mb_out_str(o, "\nfragidx  ");
-	for (unsigned k = 0; k < s->max_order; k++)
-		mb_out_fmt(o, " %6.3f", mb_fragmentation_index(nr, s->max_order, k));
+	for (size_t i = 0; i < mb_stats_nindices; i++) {
+		mb_out_fmt(o, "\n%s", mb_stats_indices[i].label);
+		for (unsigned k = 0; k < s->max_order; k++)
+			mb_out_fmt(o, " %6.3f", mb_stats_indices[i].value(nr, s->max_order, k));
+	}
 	mb_out_str(o, "\n\n");
 
 	mb_classify_write_sites(o, 0);
@@ -250,6 +264,29 @@ static void json_u64_array(struct mb_out *o, const uint64_t *v, unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		mb_out_fmt(o, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
 	mb_out_str(o, "]");
+}
+
+/* The objects of the field table ("global", "counters", "heap"), each
+ * followed by a comma. */
+static void write_json_fields(struct mb_out *o, const struct mb_snapshot *s)
+{
+	const char *object = NULL;
+	for (size_t i = 0; i < mb_stats_nfields; i++) {
+		const struct mb_stats_field *f = &mb_stats_fields[i];
+		if (!f->key)
+			continue;
+		int first = !object || strcmp(object, f->object) != 0;
+		if (first)
+			mb_out_fmt(o, "%s\"%s\":{", object ? "}," : "", f->object);
+		object = f->object;
+		uint64_t v = mb_stats_field_value(f, s);
+		if (f->flags & MB_FIELD_SIGNED)
+			mb_out_fmt(o, "%s\"%s\":%lld", first ? "" : ",", f->key, (long long)v);
+		else
+			mb_out_fmt(o, "%s\"%s\":%llu", first ? "" : ",", f->key, (unsigned long long)v);
+	}
+	if (object)
+		mb_out_str(o, "},");
 }
 
 static void write_json(struct mb_out *o, const struct mb_snapshot *s)
@@ -270,41 +307,22 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 		mb_out_fmt(o, "%s{\"name\":\"%s\",\"alias\":\"%s\",\"free\":", t ? "," : "", mb_type_names[t],
 			   mb_type_aliases[t]);
 		json_u64_array(o, s->nr_free[t], s->pb_order);
-		mb_out_fmt(o, ",\"pageblocks\":%zu,\"allocs\":%llu,\"fallbacks\":%llu,\"failures\":%llu,\"objects\":%llu}",
-			   s->pb_owned[t], (unsigned long long)s->count.allocs[t],
-			   (unsigned long long)s->count.fallbacks[t], (unsigned long long)s->count.failures[t],
-			   (unsigned long long)s->counts.mallocs[t]);
+		for (size_t i = 0; i < mb_stats_ntype_fields; i++)
+			mb_out_fmt(o, ",\"%s\":%llu", mb_stats_type_fields[i].key,
+				   (unsigned long long)mb_stats_type_value(&mb_stats_type_fields[i], s, t));
+		mb_out_str(o, "}");
 	}
-	mb_out_fmt(o, "],\"global\":{\"free_pageblocks\":%zu,\"resident_pageblocks\":%zu},", s->global_free,
-		   s->global_resident);
+	mb_out_str(o, "],");
+	write_json_fields(o, s);
 
-	uint64_t mallocs = s->counts.mallocs[0] + s->counts.mallocs[1] + s->counts.mallocs[2];
-	mb_out_fmt(o, "\"counters\":{\"global_steals\":%llu,\"global_refills\":%llu,\"mallocs\":%llu,\"frees\":%llu,"
-		      "\"released_pageblocks\":%llu,\"release_failures\":%llu,\"pageblocks_taken_over\":%llu,"
-		      "\"calloc_zero_skips\":%llu,"
-		      "\"realloc_inplace_grows\":%llu,\"realloc_inplace_shrinks\":%llu,\"large_objects\":%llu},",
-		   (unsigned long long)s->count.global_steals, (unsigned long long)s->count.global_refills,
-		   (unsigned long long)mallocs, (unsigned long long)s->counts.frees,
-		   (unsigned long long)s->count.released_pageblocks, (unsigned long long)s->count.release_failures,
-		   (unsigned long long)s->count.pageblocks_taken_over, (unsigned long long)s->calloc_zero_skips, (unsigned long long)s->inplace_grows,
-		   (unsigned long long)s->inplace_shrinks, (unsigned long long)s->large_objects);
-
-	mb_out_fmt(o, "\"heap\":{\"reserved_bytes\":%zu,\"resident_bytes\":%llu,\"buddy_allocated_bytes\":%llu,"
-		      "\"slab_bytes\":%llu,\"live_bytes\":%lld,\"live_large_requested_bytes\":%lld,"
-		      "\"idle_pool_bytes\":%llu,\"released_bytes\":%llu,\"metadata_bytes\":%zu},",
-		   s->region_bytes, (unsigned long long)s->rss_bytes,
-		   (unsigned long long)s->pages_allocated << MB_PAGE_SHIFT,
-		   (unsigned long long)s->slab_pages << MB_PAGE_SHIFT, (long long)(s->counts.alloc_bytes - s->counts.freed_bytes),
-		   (long long)s->counts.live_requested, (unsigned long long)s->global_resident * s->pb_bytes,
-		   (unsigned long long)s->released_bytes, s->meta_bytes);
-
-	mb_out_str(o, "\"fragmentation\":{\"unusable_free_space\":[");
-	for (unsigned k = 0; k < s->max_order; k++)
-		mb_out_fmt(o, "%s%.4f", k ? "," : "", mb_unusable_free_index(nr, s->max_order, k));
-	mb_out_str(o, "],\"fragmentation_index\":[");
-	for (unsigned k = 0; k < s->max_order; k++)
-		mb_out_fmt(o, "%s%.4f", k ? "," : "", mb_fragmentation_index(nr, s->max_order, k));
-	mb_out_str(o, "]},");
+	mb_out_str(o, "\"fragmentation\":{");
+	for (size_t i = 0; i < mb_stats_nindices; i++) {
+		mb_out_fmt(o, "%s\"%s\":[", i ? "," : "", mb_stats_indices[i].key);
+		for (unsigned k = 0; k < s->max_order; k++)
+			mb_out_fmt(o, "%s%.4f", k ? "," : "", mb_stats_indices[i].value(nr, s->max_order, k));
+		mb_out_str(o, "]");
+	}
+	mb_out_str(o, "},");
 
 	mb_out_str(o, "\"sites\":[");
 	mb_classify_write_sites(o, 1);

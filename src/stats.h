@@ -26,6 +26,12 @@ struct mb_snapshot {
 	uint64_t inplace_grows, inplace_shrinks;
 	size_t meta_bytes;
 	uint64_t rss_bytes;
+	/* Derived from the above, so that every field of the report is one
+	 * value here (stats_fields.h). */
+	uint64_t mallocs;            /* objects allocated, all types */
+	uint64_t failures;           /* buddy requests refused, all types */
+	uint64_t buddy_allocated_bytes, slab_bytes, idle_pool_bytes;
+	int64_t live_bytes;          /* usable bytes of live objects */
 };
 
 /* Free blocks per order over all types, for the fragmentation indices: the
