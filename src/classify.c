@@ -610,10 +610,10 @@ void mb_classify_init(void)
 	if (mb_opt.profile)
 		mb_profile_load(mb_opt.profile);
 	size_t site_bytes = (size_t)MB_SITE_CAP * sizeof(struct mb_site);
-	mb_sites = mb_os_reserve(site_bytes, 4096);
-	deep_sites = mb_os_reserve(site_bytes, 4096);
-	samples = mb_os_reserve((size_t)SAMPLE_CAP * sizeof(struct sample), 4096);
-	buckets = mb_os_reserve(SAMPLE_BUCKETS * sizeof(uint32_t), 4096);
+	mb_sites = mb_os_reserve_records(site_bytes, NULL);
+	deep_sites = mb_os_reserve_records(site_bytes, NULL);
+	samples = mb_os_reserve_records((size_t)SAMPLE_CAP * sizeof(struct sample), NULL);
+	buckets = mb_os_reserve_records(SAMPLE_BUCKETS * sizeof(uint32_t), NULL);
 	if (!mb_sites || !deep_sites || !samples || !buckets) {
 		mb_warn("cannot reserve the call-site tables; classification is off");
 		mb_opt.classify = 0;

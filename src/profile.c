@@ -257,8 +257,7 @@ static void seed_hash(void)
  * bytes read. */
 static char *read_all(int fd, size_t len, size_t *bytes, size_t *got)
 {
-	*bytes = (len + 1 + 4095) & ~(size_t)4095;
-	char *text = mb_os_reserve(*bytes, 4096);
+	char *text = mb_os_reserve_records(len + 1, bytes);
 	if (!text)
 		return NULL;
 	*got = 0;
@@ -303,7 +302,7 @@ void mb_profile_load(const char *path)
 	char *text = read_all(fd, (size_t)st.st_size, &text_bytes, &text_len);
 	close(fd);
 	if (!table)
-		table = mb_os_reserve(table_bytes, 4096);
+		table = mb_os_reserve_records(table_bytes, NULL);
 	if (!text || !table) {
 		if (text)
 			mb_os_unreserve(text, text_bytes);
@@ -351,8 +350,8 @@ int mb_profile_save_begin(const char *path)
 	find_program();
 	if (!table_seed)
 		seed_hash();
-	own = mb_os_reserve(OWN_BYTES, 4096);
-	saved_keys = mb_os_reserve(SAVED_BYTES, 4096);
+	own = mb_os_reserve_records(OWN_BYTES, NULL);
+	saved_keys = mb_os_reserve_records(SAVED_BYTES, NULL);
 	if (!own || !saved_keys) {
 		mb_warn("cannot write the profile %s: %s", path, strerror(ENOMEM));
 		return -1;

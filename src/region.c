@@ -73,6 +73,17 @@ void *mb_os_reserve(size_t size, size_t align)
 	return (void *)start;
 }
 
+/* The kernel's page: the unit of every mapping. */
+#define OS_PAGE ((size_t)4096)
+
+void *mb_os_reserve_records(size_t n, size_t *bytes)
+{
+	size_t len = (n + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	if (bytes)
+		*bytes = len;
+	return mb_os_reserve(len, OS_PAGE);
+}
+
 void mb_os_unreserve(void *p, size_t size)
 {
 	munmap(p, size);

@@ -15,6 +15,10 @@ size_t mb_os_page_size(void);
  * at least the system's page), MAP_NORESERVE, nothing touched. Returns
  * NULL on failure. */
 void *mb_os_reserve(size_t size, size_t align);
+/* Reserve room for n bytes of the allocator's own data, in whole pages
+ * (zeroed, page-aligned); *bytes (if not NULL) gets the size reserved, to
+ * give back to mb_os_unreserve. NULL on failure. */
+void *mb_os_reserve_records(size_t n, size_t *bytes);
 /* Return a reservation (tests only; the heap lives as long as the process). */
 void mb_os_unreserve(void *p, size_t size);
 /* Give the pages back to the kernel; they read as zero when next touched.

@@ -115,8 +115,7 @@ static struct pb_entry *snapshot_pageblocks(size_t *count, size_t *bytes)
 	struct mb_buddy *b = &mb_heap.buddy;
 	mb_heap_lock();
 	size_t n = b->pb_high;
-	*bytes = (n * sizeof(struct pb_entry) + 4095) & ~(size_t)4095;
-	struct pb_entry *e = n ? mb_os_reserve(*bytes, 4096) : NULL;
+	struct pb_entry *e = n ? mb_os_reserve_records(n * sizeof(struct pb_entry), bytes) : NULL;
 	if (e) {
 		for (size_t pb = 0; pb < n; pb++) {
 			e[pb].owner = (uint8_t)mb_buddy_pb_type(b, pb);
