@@ -650,12 +650,10 @@ void mb_classify_fork_prepare(void)
 	while (atomic_load(&unwinders))
 		sched_yield();
 	pthread_mutex_lock(&site_lock);
-	mb_profile_lock();
 }
 
 void mb_classify_fork_parent(void)
 {
-	mb_profile_unlock();
 	pthread_mutex_unlock(&site_lock);
 	atomic_store(&fork_gate, 0);
 }
@@ -665,7 +663,6 @@ void mb_classify_fork_child(void)
 	atomic_store(&unwinders, 0);
 	atomic_store(&fork_gate, 0);
 	mb_mutex_init_recursive(&site_lock);
-	mb_profile_after_fork_child();
 }
 
 /* ---- dlclose ---- */

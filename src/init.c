@@ -4,6 +4,7 @@
 #include "classify.h"
 #include "heap.h"
 #include "options.h"
+#include "profile.h"
 #include "purge.h"
 #include "background.h"
 #include "sizeclass.h"
@@ -26,14 +27,16 @@ static __thread int setting_up MB_TLS;
 /* ---- fork ---- */
 
 /* Every lock of the allocator is taken before fork, in the order they nest
- * (classification's, the purge lock, the central locks of the slabs in
- * index order, the heap's, the list of thread caches), so the child starts
+ * (classification's sites, the profile's module identities, the purge
+ * lock, the central locks of the slabs in index order, the heap's, the
+ * list of thread caches), so the child starts
  * with none held by a thread it does not have, every structure consistent
  * and no memory in flight. The background purge thread is not copied: the
  * child starts its own when it has something to purge. */
 static void fork_prepare(void)
 {
 	mb_classify_fork_prepare();
+	mb_profile_fork_prepare();
 	mb_purge_fork_prepare(); /* waits for a release in flight */
 	mb_slab_fork_prepare();
 	mb_heap_lock();
@@ -46,6 +49,7 @@ static void fork_parent(void)
 	mb_heap_unlock();
 	mb_slab_fork_parent();
 	mb_purge_fork_parent();
+	mb_profile_fork_parent();
 	mb_classify_fork_parent();
 }
 
@@ -56,6 +60,7 @@ static void fork_child(void)
 	mb_purge_fork_child();
 	mb_background_fork_child();
 	mb_classify_fork_child();
+	mb_profile_fork_child();
 	mb_stats_fork_child();
 	mb_tcache_fork_child();
 }

@@ -139,17 +139,17 @@ void mb_profile_forget_modules(void)
 	pthread_mutex_unlock(&module_lock);
 }
 
-void mb_profile_lock(void)
+void mb_profile_fork_prepare(void)
 {
 	pthread_mutex_lock(&module_lock);
 }
 
-void mb_profile_unlock(void)
+void mb_profile_fork_parent(void)
 {
 	pthread_mutex_unlock(&module_lock);
 }
 
-void mb_profile_after_fork_child(void)
+void mb_profile_fork_child(void)
 {
 	pthread_mutex_init(&module_lock, NULL);
 }

@@ -21,10 +21,10 @@ void mb_profile_load(const char *path);
 uint64_t mb_profile_pc_key(const void *pc);
 /* Code was unmapped: module identities are computed again. */
 void mb_profile_forget_modules(void);
-/* The lock of the module identities, for fork. */
-void mb_profile_lock(void);
-void mb_profile_unlock(void);
-void mb_profile_after_fork_child(void);
+/* Around fork: the lock of the module identities. */
+void mb_profile_fork_prepare(void);
+void mb_profile_fork_parent(void);
+void mb_profile_fork_child(void);
 /* A deeper site's key from its wrapper's and its callers' keys. */
 uint64_t mb_profile_deep_key(uint64_t parent, uint64_t f1, uint64_t f2);
 
