@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stats.h"
+#include "stats_snapshot.h"
 
 /* The block of the text report a field is shown in. */
 enum mb_stats_block {
