@@ -1,6 +1,7 @@
 #include "config.h"
 #include "background.h"
 #include "heap.h"
+#include "lockstat.h"
 #include "options.h"
 #include "out.h"
 #include "purge.h"
@@ -20,7 +21,7 @@
 enum { BG_NONE = 0, BG_STARTING, BG_RUNNING, BG_FAILED };
 
 static int state; /* BG_*, atomic */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mb_lock lock = MB_LOCK_INITIALIZER("background");
 static pthread_cond_t cond;
 /* When the sleeping thread wakes up by itself: UINT64_MAX while it sleeps
  * with nothing queued, 0 while it works. */
@@ -79,7 +80,7 @@ static int sleep_until(uint64_t when)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	return pthread_cond_timedwait(&cond, &lock, &ts) == ETIMEDOUT;
+	return mb_lock_cond_timedwait(&cond, &lock, &ts) == ETIMEDOUT;
 }
 
 static void *run(void *arg)
@@ -87,7 +88,7 @@ static void *run(void *arg)
 	(void)arg;
 	for (;;) {
 		size_t released = mb_purge(0);
-		pthread_mutex_lock(&lock);
+		mb_lock_acquire(&lock);
 		uint64_t due = mb_purge_next_due();
 		/* Announce the sleep before the last look at the queues: a
 		 * thread that queues memory meanwhile sees it and wakes us
@@ -97,7 +98,7 @@ static void *run(void *arg)
 		uint64_t now = mb_now_ms();
 		if (due <= now && released) {
 			__atomic_store_n(&wake_at, 0, __ATOMIC_SEQ_CST);
-			pthread_mutex_unlock(&lock);
+			mb_lock_release(&lock);
 			continue;
 		}
 		/* Due but nothing released: the kernel refused, or another
@@ -108,7 +109,7 @@ static void *run(void *arg)
 		int idle = due == UINT64_MAX;
 		int timed_out = sleep_until(idle ? now + LONELY_CHECK_MS : due);
 		__atomic_store_n(&wake_at, 0, __ATOMIC_SEQ_CST);
-		pthread_mutex_unlock(&lock);
+		mb_lock_release(&lock);
 		/* The last thread of a process ends it with status 0, as glibc
 		 * does when the last of the program's threads exits. */
 		if (idle && timed_out && count_threads() == 1)
@@ -150,9 +151,9 @@ static int kick(uint64_t due)
 	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
 	if (s == BG_RUNNING) {
 		if (__atomic_load_n(&wake_at, __ATOMIC_SEQ_CST) > due) {
-			pthread_mutex_lock(&lock);
+			mb_lock_acquire(&lock);
 			pthread_cond_signal(&cond);
-			pthread_mutex_unlock(&lock);
+			mb_lock_release(&lock);
 		}
 		return 1;
 	}
@@ -178,7 +179,7 @@ void mb_purge_maybe(void)
 
 void mb_background_fork_child(void)
 {
-	pthread_mutex_init(&lock, NULL);
+	mb_lock_after_fork_child(&lock, 0);
 	wake_at = 0;
 	__atomic_store_n(&state, BG_NONE, __ATOMIC_RELEASE);
 }

@@ -28,7 +28,7 @@
 struct mb_site *mb_sites;
 static struct mb_site *deep_sites;
 /* Recursive for the same reason as the heap lock (see heap.c). */
-static pthread_mutex_t site_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static struct mb_lock site_lock = MB_LOCK_INITIALIZER_RECURSIVE("sites");
 int mb_classify_ready;
 
 static __thread int in_classify MB_TLS;
@@ -243,7 +243,7 @@ static struct mb_site *deep_site(struct mb_site *s, void *ra, int create)
 		pkey = mb_profile_deep_key(s->pkey, f1, f2);
 		known = mb_profile_lookup(pkey, &pe) == 0;
 	}
-	pthread_mutex_lock(&site_lock);
+	mb_lock_acquire(&site_lock);
 	d = insert_locked(deep_sites, k, known ? pe.type : MB_KERNNORCLM);
 	if (d && !d->parent) {
 		d->parent = s;
@@ -257,7 +257,7 @@ static struct mb_site *deep_site(struct mb_site *s, void *ra, int create)
 		if (s->ndeep < MB_MAX_DEEP)
 			s->deep[s->ndeep++] = d;
 	}
-	pthread_mutex_unlock(&site_lock);
+	mb_lock_release(&site_lock);
 	return d;
 }
 
@@ -283,7 +283,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 		uint64_t pkey = mb_opt.profile ? mb_profile_pc_key(ra) : 0;
 		struct mb_profile_entry pe;
 		int known = rt < 0 && mb_profile_lookup(pkey, &pe) == 0;
-		pthread_mutex_lock(&site_lock);
+		mb_lock_acquire(&site_lock);
 		s = insert_locked(mb_sites, (uintptr_t)ra, rt >= 0 ? rt : known ? pe.type : MB_KERNNORCLM);
 		if (s) {
 			s->pkey = pkey;
@@ -296,7 +296,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 				atomic_store(&s->flags, pe.wrapper ? MB_SITE_WRAPPER : 0);
 			}
 		}
-		pthread_mutex_unlock(&site_lock);
+		mb_lock_release(&site_lock);
 		if (!s) {
 			in_classify = 0;
 			return MB_KERNNORCLM;
@@ -525,7 +525,7 @@ void mb_classify_sampled(void *p, size_t n)
 	pending_site = pending_deep = NULL;
 	if (!s || !mb_classify_ready || !mb_buddy_contains(&mb_heap.buddy, p))
 		return;
-	pthread_mutex_lock(&site_lock);
+	mb_lock_acquire(&site_lock);
 	s->samples++;
 	s->sampled_bytes += n;
 	keep_frames_locked(s);
@@ -559,7 +559,7 @@ void mb_classify_sampled(void *p, size_t n)
 	}
 	if (++registrations % 512 == 0)
 		age_scan_locked();
-	pthread_mutex_unlock(&site_lock);
+	mb_lock_release(&site_lock);
 }
 
 static void credit_free(struct mb_site *s, uint64_t life, uint64_t t_short, int was_old)
@@ -582,7 +582,7 @@ void mb_classify_freed(const void *p)
 	if (!mb_classify_ready)
 		return;
 	uint64_t now = mb_alloc_clock_now(), t_short, t_old;
-	pthread_mutex_lock(&site_lock);
+	mb_lock_acquire(&site_lock);
 	thresholds(&t_short, &t_old);
 	uint32_t b = bucket_of((uintptr_t)p), *link = &buckets[b];
 	for (uint32_t i = *link; i != UINT32_MAX; link = &samples[i].next, i = *link) {
@@ -597,7 +597,7 @@ void mb_classify_freed(const void *p)
 		free_sample = i;
 		break;
 	}
-	pthread_mutex_unlock(&site_lock);
+	mb_lock_release(&site_lock);
 }
 
 /* ---- set-up, fork, dlclose ---- */
@@ -649,12 +649,12 @@ void mb_classify_fork_prepare(void)
 	atomic_store(&fork_gate, 1);
 	while (atomic_load(&unwinders))
 		sched_yield();
-	pthread_mutex_lock(&site_lock);
+	mb_lock_acquire(&site_lock);
 }
 
 void mb_classify_fork_parent(void)
 {
-	pthread_mutex_unlock(&site_lock);
+	mb_lock_release(&site_lock);
 	atomic_store(&fork_gate, 0);
 }
 
@@ -662,7 +662,7 @@ void mb_classify_fork_child(void)
 {
 	atomic_store(&unwinders, 0);
 	atomic_store(&fork_gate, 0);
-	mb_mutex_init_recursive(&site_lock);
+	mb_lock_after_fork_child(&site_lock, 1);
 }
 
 /* ---- dlclose ---- */
@@ -712,7 +712,7 @@ void mb_classify_code_unmapped(struct mb_modules *before)
 	if (before && n == 0)
 		return;
 	mb_profile_forget_modules();
-	pthread_mutex_lock(&site_lock);
+	mb_lock_acquire(&site_lock);
 	for (struct mb_site *t = mb_sites; t; t = t == mb_sites ? deep_sites : NULL) {
 		for (uint32_t i = 0; i < MB_SITE_CAP; i++) {
 			struct mb_site *s = &t[i];
@@ -722,7 +722,7 @@ void mb_classify_code_unmapped(struct mb_modules *before)
 				forget_locked(s);
 		}
 	}
-	pthread_mutex_unlock(&site_lock);
+	mb_lock_release(&site_lock);
 }
 
 void mb_classify_save_profile(void)
@@ -731,7 +731,7 @@ void mb_classify_save_profile(void)
 		return;
 	if (mb_profile_save_begin(mb_opt.profile) != 0)
 		return;
-	pthread_mutex_lock(&site_lock);
+	mb_lock_acquire(&site_lock);
 	for (struct mb_site *t = mb_sites; t; t = t == mb_sites ? deep_sites : NULL) {
 		for (uint32_t i = 0; i < MB_SITE_CAP; i++) {
 			struct mb_site *s = &t[i];
@@ -745,7 +745,7 @@ void mb_classify_save_profile(void)
 			mb_profile_save_site(&e);
 		}
 	}
-	pthread_mutex_unlock(&site_lock);
+	mb_lock_release(&site_lock);
 	mb_profile_save_end();
 }
 
@@ -777,7 +777,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 	struct mb_site copy[TOP_SITES];
 	int n = 0;
 	/* Pick the top sites by sampled bytes under the lock; symbolise after. */
-	pthread_mutex_lock(&site_lock);
+	mb_lock_acquire(&site_lock);
 	for (struct mb_site *t = mb_sites; t; t = t == mb_sites ? deep_sites : NULL) {
 		for (uint32_t i = 0; i < MB_SITE_CAP; i++) {
 			struct mb_site *s = &t[i];
@@ -795,7 +795,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 	}
 	for (int i = 0; i < n; i++)
 		copy[i] = *top[i];
-	pthread_mutex_unlock(&site_lock);
+	mb_lock_release(&site_lock);
 
 	if (!json)
 		mb_out_fmt(o, "Call sites (top %d by sampled bytes; 'deep' rows are seen through a wrapper)\n"

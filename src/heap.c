@@ -7,7 +7,7 @@
 
 /* Recursive: fork's prepare handlers all run in the forking thread, and one
  * registered after ours may allocate while ours holds the lock. */
-struct mb_heap mb_heap = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP };
+struct mb_heap mb_heap = { .lock = MB_LOCK_INITIALIZER_RECURSIVE("heap") };
 uint64_t mb_alloc_clock;
 
 uint64_t mb_now_ms(void)
@@ -17,18 +17,9 @@ uint64_t mb_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-void mb_mutex_init_recursive(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-	pthread_mutex_init(m, &a);
-	pthread_mutexattr_destroy(&a);
-}
-
 void mb_heap_fork_child(void)
 {
-	mb_mutex_init_recursive(&mb_heap.lock);
+	mb_lock_after_fork_child(&mb_heap.lock, 1);
 }
 
 int mb_heap_init(void)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "buddy.h"
+#include "lockstat.h"
 
 /* What a page of the region holds, in mb_page.kind. */
 enum mb_page_kind {
@@ -32,7 +33,7 @@ struct mb_counts {
 #define mb_counts_add(field, v) __atomic_fetch_add(&(field), (v), __ATOMIC_RELAXED)
 
 struct mb_heap {
-	pthread_mutex_t lock;
+	struct mb_lock lock;
 	struct mb_buddy buddy;
 	size_t region_bytes;
 	struct mb_counts counts;     /* folded from exited threads, cache-less paths and
@@ -51,12 +52,8 @@ extern struct mb_heap mb_heap;
  * Returns 0, or -1 after saying why on stderr. Never allocates. */
 int mb_heap_init(void);
 
-/* Re-create a recursive mutex (in a fork child; see heap.c for why our
- * locks are recursive). */
-void mb_mutex_init_recursive(pthread_mutex_t *m);
-
-static inline void mb_heap_lock(void) { pthread_mutex_lock(&mb_heap.lock); }
-static inline void mb_heap_unlock(void) { pthread_mutex_unlock(&mb_heap.lock); }
+static inline void mb_heap_lock(void) { mb_lock_acquire(&mb_heap.lock); }
+static inline void mb_heap_unlock(void) { mb_lock_release(&mb_heap.lock); }
 /* In a fork child: the lock, which the parent's prepare handler held. */
 void mb_heap_fork_child(void);
 

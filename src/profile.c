@@ -1,5 +1,6 @@
 #include "config.h"
 #include "profile.h"
+#include "lockstat.h"
 #include "profile_format.h"
 #include "options.h"
 #include "out.h"
@@ -97,7 +98,7 @@ static struct {
 	uint64_t ident;
 } module_cache[MODULE_CACHE];
 static unsigned nmodules; /* at most half the slots: probes stay short */
-static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mb_lock module_lock = MB_LOCK_INITIALIZER("modules");
 
 static unsigned module_slot(uintptr_t base)
 {
@@ -108,18 +109,18 @@ static unsigned module_slot(uintptr_t base)
 static uint64_t cached_ident(uintptr_t base)
 {
 	uint64_t ident = 0;
-	pthread_mutex_lock(&module_lock);
+	mb_lock_acquire(&module_lock);
 	unsigned i = module_slot(base);
 	while (module_cache[i].base && module_cache[i].base != base)
 		i = (i + 1) & (MODULE_CACHE - 1);
 	ident = module_cache[i].ident; /* 0 in an empty slot */
-	pthread_mutex_unlock(&module_lock);
+	mb_lock_release(&module_lock);
 	return ident;
 }
 
 static void cache_ident(uintptr_t base, uint64_t ident)
 {
-	pthread_mutex_lock(&module_lock);
+	mb_lock_acquire(&module_lock);
 	unsigned i = module_slot(base);
 	while (module_cache[i].base && module_cache[i].base != base)
 		i = (i + 1) & (MODULE_CACHE - 1);
@@ -128,30 +129,30 @@ static void cache_ident(uintptr_t base, uint64_t ident)
 		module_cache[i].ident = ident;
 		module_cache[i].base = base;
 	}
-	pthread_mutex_unlock(&module_lock);
+	mb_lock_release(&module_lock);
 }
 
 void mb_profile_forget_modules(void)
 {
-	pthread_mutex_lock(&module_lock);
+	mb_lock_acquire(&module_lock);
 	memset(module_cache, 0, sizeof module_cache);
 	nmodules = 0;
-	pthread_mutex_unlock(&module_lock);
+	mb_lock_release(&module_lock);
 }
 
 void mb_profile_fork_prepare(void)
 {
-	pthread_mutex_lock(&module_lock);
+	mb_lock_acquire(&module_lock);
 }
 
 void mb_profile_fork_parent(void)
 {
-	pthread_mutex_unlock(&module_lock);
+	mb_lock_release(&module_lock);
 }
 
 void mb_profile_fork_child(void)
 {
-	pthread_mutex_init(&module_lock, NULL);
+	mb_lock_after_fork_child(&module_lock, 0);
 }
 
 uint64_t mb_profile_pc_key(const void *pc)

@@ -1,6 +1,7 @@
 #include "config.h"
 #include "purge.h"
 #include "heap.h"
+#include "lockstat.h"
 #include "metadata.h"
 #include "options.h"
 #include "slab.h"
@@ -9,7 +10,7 @@
 #include <stdint.h>
 
 /* Held by whoever has memory in flight, for one batch at a time. */
-static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mb_lock purge_lock = MB_LOCK_INITIALIZER("purge");
 /* Transfer caches, free pages of sparse slabs and metadata pages are not
  * queued: they are looked at every half decay period. Written under the
  * purge lock, read without. */
@@ -96,9 +97,9 @@ static size_t batches(int force)
 	__atomic_store_n(&last_pass_ms, mb_now_ms(), __ATOMIC_RELAXED);
 	size_t total = 0, n;
 	do {
-		pthread_mutex_lock(&purge_lock);
+		mb_lock_acquire(&purge_lock);
 		n = batch(idle_since(force, mb_now_ms()), MB_PURGE_BATCH_BUDGET);
-		pthread_mutex_unlock(&purge_lock);
+		mb_lock_release(&purge_lock);
 		total += n;
 	} while (n);
 	return total;
@@ -110,9 +111,9 @@ size_t mb_purge(int force)
 	/* Then the slabs, bounded, as each central lock is held while its
 	 * pages are released; slabs they free are queued, and taken at once
 	 * when forced. */
-	pthread_mutex_lock(&purge_lock);
+	mb_lock_acquire(&purge_lock);
 	total += sweep(force, mb_now_ms(), force ? SIZE_MAX : MB_PURGE_SWEEP_BUDGET);
-	pthread_mutex_unlock(&purge_lock);
+	mb_lock_release(&purge_lock);
 	return total + batches(force);
 }
 
@@ -133,7 +134,7 @@ void mb_purge_step(unsigned long long due)
 		return;
 	/* No thread does it: a bounded step here, unless another thread is
 	 * at it (or this one, inside a fork handler). */
-	if (pthread_mutex_trylock(&purge_lock) != 0)
+	if (mb_lock_try(&purge_lock) != 0)
 		return;
 	size_t n = 0;
 	if (now >= due) {
@@ -142,7 +143,7 @@ void mb_purge_step(unsigned long long due)
 	}
 	if (n < MB_PURGE_INLINE_BUDGET)
 		sweep(0, now, MB_PURGE_INLINE_BUDGET - n);
-	pthread_mutex_unlock(&purge_lock);
+	mb_lock_release(&purge_lock);
 }
 
 int mb_purge_settle(void)
@@ -151,23 +152,23 @@ int mb_purge_settle(void)
 	int busy = mb_heap.buddy.nr_inflight || mb_heap.buddy.pages_inflight;
 	mb_heap_unlock();
 	if (busy) {
-		pthread_mutex_lock(&purge_lock);
-		pthread_mutex_unlock(&purge_lock);
+		mb_lock_acquire(&purge_lock);
+		mb_lock_release(&purge_lock);
 	}
 	return busy;
 }
 
 void mb_purge_fork_prepare(void)
 {
-	pthread_mutex_lock(&purge_lock);
+	mb_lock_acquire(&purge_lock);
 }
 
 void mb_purge_fork_parent(void)
 {
-	pthread_mutex_unlock(&purge_lock);
+	mb_lock_release(&purge_lock);
 }
 
 void mb_purge_fork_child(void)
 {
-	pthread_mutex_init(&purge_lock, NULL);
+	mb_lock_after_fork_child(&purge_lock, 0);
 }

@@ -1,5 +1,6 @@
 #include "config.h"
 #include "slab.h"
+#include "lockstat.h"
 #include "metadata.h"
 
 #include <string.h>
@@ -21,7 +22,7 @@ _Static_assert(MB_NKEYS < MB_META_GROUPS, "every slab key needs a metadata group
 #define MB_FULLNESS_BUCKETS 4
 #define MB_XFER_BATCHES 4
 struct mb_central {
-	pthread_mutex_t lock;
+	struct mb_lock lock;
 	struct mb_tentry *xfer; /* newest last; NULL until first needed */
 	uint32_t xn, xcap;
 	uint32_t xlow;          /* fewest entries since the last purge */
@@ -34,17 +35,17 @@ struct mb_central {
 /* Recursive, like the heap lock (heap.c): fork's prepare handler holds them
  * all, and another handler may allocate meanwhile. */
 static struct mb_central central[MB_NKEYS][MB_NCLASSES] = {
-	[0 ... MB_NKEYS - 1] = { [0 ... MB_NCLASSES - 1] = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP } },
+	[0 ... MB_NKEYS - 1] = { [0 ... MB_NCLASSES - 1] = { .lock = MB_LOCK_INITIALIZER_RECURSIVE("central") } },
 };
 
 static void central_lock(struct mb_central *ce)
 {
-	pthread_mutex_lock(&ce->lock);
+	mb_lock_acquire(&ce->lock);
 }
 
 static void central_unlock(struct mb_central *ce)
 {
-	pthread_mutex_unlock(&ce->lock);
+	mb_lock_release(&ce->lock);
 }
 
 /* The bucket a slab with free objects belongs in: its used quarter. */
@@ -413,5 +414,5 @@ void mb_slab_fork_child(void)
 {
 	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++)
-			mb_mutex_init_recursive(&central[k][c].lock);
+			mb_lock_after_fork_child(&central[k][c].lock, 1);
 }

@@ -3,6 +3,7 @@
 #include "classify.h"
 #include "fragmentation.h"
 #include "stats_fields.h"
+#include "lockstat.h"
 #include "options.h"
 #include "region.h"
 
@@ -21,7 +22,7 @@
 #define REPORT_JSON_HEAD "{\"pid\":"
 #define REPORT_JSON_MARK ",\"pageblock_order\":"
 
-static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mb_lock dump_lock = MB_LOCK_INITIALIZER("dump");
 static int dump_error_reported;
 static int exit_dumped;
 
@@ -101,6 +102,32 @@ static void program_name(char *out, size_t len)
 		*nl = 0;
 }
 
+/* Lock-stats builds only: one row per lock name, key=value for tools. */
+static void write_locks(struct mb_out *o, int json)
+{
+	struct mb_lockstat_row rows[16];
+	size_t n = mb_lockstat_collect(rows, 16);
+	if (!mb_lockstat_enabled())
+		return;
+	if (json)
+		mb_out_str(o, "\"locks\":[");
+	else
+		mb_out_str(o, "Locks (lock-stats build; times in ns over the whole process)\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct mb_lockstat_row *r = &rows[i];
+		const char *f = json ? "%s{\"name\":\"%s\",\"instances\":%u,\"shared\":%u,\"acquisitions\":%llu,"
+				      "\"contended\":%llu,\"handoffs\":%llu,\"hold_ns\":%llu,\"wait_ns\":%llu,"
+				      "\"shared_hold_ns\":%llu}"
+				    : "%slockstat name=%s instances=%u shared=%u acquisitions=%llu contended=%llu "
+				      "handoffs=%llu hold_ns=%llu wait_ns=%llu shared_hold_ns=%llu\n";
+		mb_out_fmt(o, f, json && i ? "," : "", r->name, r->instances, r->shared,
+			   (unsigned long long)r->acquisitions, (unsigned long long)r->contended,
+			   (unsigned long long)r->handoffs, (unsigned long long)r->hold_ns,
+			   (unsigned long long)r->wait_ns, (unsigned long long)r->shared_hold_ns);
+	}
+	mb_out_str(o, json ? "]," : "\n");
+}
+
 static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 {
 	char prog[64];
@@ -178,6 +205,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s)
 	}
 	mb_out_str(o, "\n\n");
 
+	write_locks(o, 0);
 	mb_classify_write_sites(o, 0);
 }
 
@@ -247,6 +275,7 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 	}
 	mb_out_str(o, "},");
 
+	write_locks(o, 1);
 	mb_out_str(o, "\"sites\":[");
 	mb_classify_write_sites(o, 1);
 	mb_out_str(o, "],");
@@ -278,9 +307,9 @@ static int write_report(int fd, int format)
 
 int mb_stats_write(int fd, int format)
 {
-	pthread_mutex_lock(&dump_lock);
+	mb_lock_acquire(&dump_lock);
 	int rc = write_report(fd, format);
-	pthread_mutex_unlock(&dump_lock);
+	mb_lock_release(&dump_lock);
 	return rc;
 }
 
@@ -384,7 +413,7 @@ static void dump_now(void)
 	static char path[PATH_MAX]; /* under dump_lock */
 	const char *why = NULL;
 	int saved = errno, rc;
-	pthread_mutex_lock(&dump_lock);
+	mb_lock_acquire(&dump_lock);
 	if (report_stream() >= 0) {
 		int fd = stream_target();
 		/* No stream left: nowhere to write the report (nor, for
@@ -406,7 +435,7 @@ static void dump_now(void)
 		else
 			mb_warn("cannot write statistics to %s: %s", path, strerror(errno));
 	}
-	pthread_mutex_unlock(&dump_lock);
+	mb_lock_release(&dump_lock);
 	errno = saved;
 }
 
@@ -425,7 +454,7 @@ void mb_stats_dump_requested(void)
 
 void mb_stats_fork_child(void)
 {
-	pthread_mutex_init(&dump_lock, NULL);
+	mb_lock_after_fork_child(&dump_lock, 0);
 }
 
 void mb_stats_init(void)

@@ -1,5 +1,6 @@
 #include "config.h"
 #include "tcache.h"
+#include "lockstat.h"
 #include "metadata.h"
 #include "options.h"
 #include "background.h"
@@ -8,7 +9,7 @@
 /* Every live cache, for the counters. Its lock nests inside every other
  * lock and takes none itself. */
 static struct mb_tcache *all_caches;
-static pthread_mutex_t caches_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static struct mb_lock caches_lock = MB_LOCK_INITIALIZER_RECURSIVE("caches");
 
 static size_t row_bytes(void)
 {
@@ -43,7 +44,7 @@ static void counts_read(struct mb_counts *to, const struct mb_counts *from)
 void mb_tcache_destroy(struct mb_tcache *tc)
 {
 	mb_tcache_flush_all(tc, 1);
-	pthread_mutex_lock(&caches_lock);
+	mb_lock_acquire(&caches_lock);
 	counts_fold(&mb_heap.counts, &tc->counts);
 	if (tc->prev)
 		tc->prev->next = tc->next;
@@ -51,7 +52,7 @@ void mb_tcache_destroy(struct mb_tcache *tc)
 		all_caches = tc->next;
 	if (tc->next)
 		tc->next->prev = tc->prev;
-	pthread_mutex_unlock(&caches_lock);
+	mb_lock_release(&caches_lock);
 	mb_heap_lock();
 	for (int k = 0; k < MB_NKEYS; k++)
 		if (tc->row[k])
@@ -70,12 +71,12 @@ struct mb_tcache *mb_tcache_create(void)
 		return NULL;
 	tc->flushed_ms = mb_now_ms();
 	tc->next_tick = MB_TCACHE_TICK_BYTES;
-	pthread_mutex_lock(&caches_lock);
+	mb_lock_acquire(&caches_lock);
 	tc->next = all_caches;
 	if (all_caches)
 		all_caches->prev = tc;
 	all_caches = tc;
-	pthread_mutex_unlock(&caches_lock);
+	mb_lock_release(&caches_lock);
 	return tc;
 }
 
@@ -162,26 +163,26 @@ void mb_tcache_tick(struct mb_tcache *tc)
 void mb_tcache_sum_counts(struct mb_counts *out)
 {
 	*out = (struct mb_counts){ 0 };
-	pthread_mutex_lock(&caches_lock);
+	mb_lock_acquire(&caches_lock);
 	counts_read(out, &mb_heap.counts);
 	for (struct mb_tcache *tc = all_caches; tc; tc = tc->next)
 		counts_read(out, &tc->counts);
-	pthread_mutex_unlock(&caches_lock);
+	mb_lock_release(&caches_lock);
 }
 
 void mb_tcache_fork_prepare(void)
 {
-	pthread_mutex_lock(&caches_lock);
+	mb_lock_acquire(&caches_lock);
 }
 
 void mb_tcache_fork_parent(void)
 {
-	pthread_mutex_unlock(&caches_lock);
+	mb_lock_release(&caches_lock);
 }
 
 void mb_tcache_fork_child(void)
 {
-	mb_mutex_init_recursive(&caches_lock);
+	mb_lock_after_fork_child(&caches_lock, 1);
 	/* Only the forking thread survives; the other threads' caches stay
 	 * allocated (their objects are simply lost, as with every malloc), but
 	 * their counters must not be counted twice. Keep ours. */

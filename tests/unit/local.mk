@@ -22,3 +22,10 @@ tests_unit_test_out_CFLAGS = $(unit_cflags)
 tests_unit_test_profile_key_SOURCES = tests/unit/test_profile_key.c tests/unit/testutil.h
 tests_unit_test_profile_key_LDADD = $(unit_ldadd) $(LIBUNWIND_LIBS) -ldl
 tests_unit_test_profile_key_CFLAGS = $(unit_cflags)
+
+# The lock counters of --enable-lock-stats, built in whatever the
+# configuration: lockstat.c compiled here with MB_LOCK_STATS on.
+check_PROGRAMS += tests/unit/test_lockstat
+TESTS += tests/unit/test_lockstat
+tests_unit_test_lockstat_SOURCES = tests/unit/test_lockstat.c tests/unit/testutil.h src/lockstat.c
+tests_unit_test_lockstat_CFLAGS = $(unit_cflags) -DMB_LOCK_STATS=1

@@ -1,0 +1,186 @@
+/* The lock-stats counters (src/lockstat.c built with MB_LOCK_STATS, as
+ * --enable-lock-stats does): acquisitions, recursion, contention,
+ * handoffs, hold and wait time, rows per name, and fork. */
+#include "config.h"
+#include "lockstat.h"
+#include "testutil.h"
+
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void spin_ns(long ns)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
+}
+
+static const struct mb_lockstat_row *row(const char *name)
+{
+	static struct mb_lockstat_row rows[16];
+	size_t n = mb_lockstat_collect(rows, 16);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(rows[i].name, name) == 0)
+			return &rows[i];
+	return NULL;
+}
+
+static struct mb_lock solo = MB_LOCK_INITIALIZER_RECURSIVE("solo");
+
+static void test_counts_one_thread(void)
+{
+	CHECK(mb_lockstat_enabled());
+	CHECK(row("solo") == NULL); /* not registered before its first use */
+	for (int i = 0; i < 10; i++) {
+		mb_lock_acquire(&solo);
+		spin_ns(100000);
+		mb_lock_release(&solo);
+	}
+	const struct mb_lockstat_row *r = row("solo");
+	CHECK(r != NULL);
+	CHECK(r->instances == 1 && r->shared == 0);
+	CHECK(r->acquisitions == 10);
+	CHECK(r->contended == 0 && r->handoffs == 0 && r->wait_ns == 0);
+	/* 10 x 100 us held (more if preempted); the tick rate is estimated. */
+	CHECK(r->hold_ns >= 800000 && r->hold_ns < 1000000000);
+	CHECK(r->shared_hold_ns == 0);
+}
+
+static void test_recursion_is_one_acquisition(void)
+{
+	uint64_t before = row("solo")->acquisitions;
+	mb_lock_acquire(&solo);
+	mb_lock_acquire(&solo);
+	mb_lock_release(&solo);
+	mb_lock_release(&solo);
+	CHECK(row("solo")->acquisitions == before + 1);
+}
+
+static struct mb_lock shared_lock = MB_LOCK_INITIALIZER("pair");
+static volatile int holding, coming;
+
+/* Holds the lock until the main thread is about to take it, and 50 ms
+ * more, so that the main thread finds it held even on a busy machine. */
+static void *hold_then_release(void *arg)
+{
+	(void)arg;
+	mb_lock_acquire(&shared_lock);
+	holding = 1;
+	while (!coming)
+		;
+	spin_ns(50000000);
+	mb_lock_release(&shared_lock);
+	return NULL;
+}
+
+static void test_contention_and_handoff(void)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, hold_then_release, NULL) == 0);
+	while (!holding)
+		;
+	coming = 1;
+	mb_lock_acquire(&shared_lock); /* waits up to 50 ms */
+	mb_lock_release(&shared_lock);
+	pthread_join(t, NULL);
+	const struct mb_lockstat_row *r = row("pair");
+	CHECK(r != NULL);
+	CHECK(r->acquisitions == 2);
+	CHECK(r->contended == 1);
+	CHECK(r->handoffs == 1);
+	CHECK(r->shared == 1);
+	CHECK(r->wait_ns > 0);
+	CHECK(r->hold_ns >= 40000000);
+	CHECK(r->shared_hold_ns == r->hold_ns);
+}
+
+static void test_family_is_one_row(void)
+{
+	static struct mb_lock family[3];
+	for (int i = 0; i < 3; i++)
+		mb_lock_init(&family[i], "family", 0);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k <= i; k++) {
+			mb_lock_acquire(&family[i]);
+			mb_lock_release(&family[i]);
+		}
+	const struct mb_lockstat_row *r = row("family");
+	CHECK(r != NULL);
+	CHECK(r->instances == 3);
+	CHECK(r->acquisitions == 6);
+}
+
+static struct mb_lock waiter = MB_LOCK_INITIALIZER("waiter");
+
+static void *try_held(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)mb_lock_try(&waiter);
+}
+
+static void test_try_and_condition_wait(void)
+{
+	CHECK(mb_lock_try(&waiter) == 0);
+	pthread_t t;
+	void *rc;
+	CHECK(pthread_create(&t, NULL, try_held, NULL) == 0);
+	pthread_join(t, &rc);
+	CHECK(rc != NULL); /* held: the try failed, and counts nothing */
+	CHECK(row("waiter")->acquisitions == 1);
+
+	/* 30 ms waiting on a condition that nobody signals: not held then,
+	 * and one more acquisition when the wait ends. */
+	pthread_cond_t c;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c, &ca);
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += 30000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	while (mb_lock_cond_timedwait(&c, &waiter, &until) == 0)
+		;
+	mb_lock_release(&waiter);
+	const struct mb_lockstat_row *r = row("waiter");
+	CHECK(r->acquisitions >= 2);
+	CHECK(r->hold_ns < 20000000);
+	CHECK(mb_lock_try(&waiter) == 0); /* and free again */
+	mb_lock_release(&waiter);
+}
+
+static void test_fork_child_starts_unlocked(void)
+{
+	mb_lock_acquire(&solo);
+	uint64_t before = row("solo")->acquisitions;
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		mb_lock_after_fork_child(&solo, 1);
+		mb_lock_acquire(&solo);
+		mb_lock_release(&solo);
+		_exit(row("solo")->acquisitions == before + 1 ? 0 : 1);
+	}
+	mb_lock_release(&solo);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(void)
+{
+	RUN(test_counts_one_thread);
+	RUN(test_recursion_is_one_acquisition);
+	RUN(test_contention_and_handoff);
+	RUN(test_family_is_one_row);
+	RUN(test_try_and_condition_wait);
+	RUN(test_fork_child_starts_unlocked);
+	return 0;
+}
