@@ -100,8 +100,14 @@ static void acquired(struct mb_lock *l, int contended, uint64_t t0)
 		bump(&s->wait_ticks, now - t0);
 	}
 	if (s->last_owner != thread_id) {
+		/* A thread that held the lock before the last holder did is
+		 * alive with it: the lock is shared, not passed down a chain
+		 * of threads that each exit (a successor inheriting work). */
 		if (s->last_owner)
 			bump(&s->handoffs, 1);
+		if (s->prev_owner == thread_id)
+			bump(&s->returns, 1);
+		s->prev_owner = s->last_owner;
 		__atomic_store_n(&s->last_owner, thread_id, __ATOMIC_RELAXED);
 	}
 	s->since = now;
@@ -206,13 +212,14 @@ size_t mb_lockstat_collect(struct mb_lockstat_row *rows, size_t max)
 		}
 		uint64_t hold_ns = (uint64_t)((double)load(&s->hold_ticks) / rate);
 		uint64_t handoffs = load(&s->handoffs);
+		int shared = load(&s->returns) > 0;
 		rows[r].instances++;
 		rows[r].acquisitions += load(&s->acquisitions);
 		rows[r].contended += load(&s->contended);
 		rows[r].handoffs += handoffs;
 		rows[r].hold_ns += hold_ns;
 		rows[r].wait_ns += (uint64_t)((double)load(&s->wait_ticks) / rate);
-		if (handoffs) {
+		if (shared) {
 			rows[r].shared++;
 			rows[r].shared_hold_ns += hold_ns;
 		}

@@ -5,8 +5,9 @@
  * pthread mutex and nothing else. Configured with --enable-lock-stats
  * (MB_LOCK_STATS), each lock also counts its acquisitions, the contended
  * ones (the mutex was held by another thread), handoffs (taken by a
- * thread other than the one that took it last), and the time it was held
- * and waited for. The counters are written only by the holder, under the
+ * thread other than the one that took it last), returns (handoffs back to
+ * the holder before last: two threads alive at the same time take turns),
+ * and the time it was held and waited for. The counters are written only by the holder, under the
  * lock itself, so they cost no atomic operation.
  *
  * A lock registers itself on its first acquisition; the report adds up
@@ -28,8 +29,9 @@ struct mb_lock_counters {
 	int registered;
 	unsigned depth;            /* recursive re-entries of the holder */
 	uint64_t last_owner;       /* thread id (lockstat.c) of the last holder */
+	uint64_t prev_owner;       /* the holder before it, another thread */
 	uint64_t since;            /* tick of the outermost acquisition */
-	uint64_t acquisitions, contended, handoffs;
+	uint64_t acquisitions, contended, handoffs, returns;
 	uint64_t hold_ticks, wait_ticks;
 };
 #define MB_LOCK_COUNTERS_INIT(lockname) , .st = { .name = (lockname) }
@@ -90,10 +92,10 @@ static inline int mb_lock_cond_timedwait(pthread_cond_t *c, struct mb_lock *l,
 struct mb_lockstat_row {
 	const char *name;
 	unsigned instances;        /* locks of this name taken at least once */
-	unsigned shared;           /* of which taken by more than one thread */
+	unsigned shared;           /* of which taken in turns by live threads (returns > 0) */
 	uint64_t acquisitions, contended, handoffs;
 	uint64_t hold_ns, wait_ns;
-	uint64_t shared_hold_ns;   /* held, in locks that more than one thread took */
+	uint64_t shared_hold_ns;   /* held, in the shared locks */
 };
 
 /* 1 in a lock-stats build. */

@@ -5,7 +5,10 @@
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H
 
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +97,94 @@ static inline size_t rss_bytes(void)
 	if (sscanf(buf, "%lu %lu", &size_pages, &rss_pages) != 2)
 		return 0;
 	return (size_t)rss_pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static inline void sleep_sec(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+/* Write a byte in every page of the object (and its first word), so that
+ * what it occupies is resident and counted in RSS, at a cost that does not
+ * grow with the object's bytes as a full memset would. */
+static inline void touch_pages(void *p, size_t n, uint64_t tag)
+{
+	unsigned char *c = p;
+	if (n >= sizeof tag)
+		memcpy(c, &tag, sizeof tag);
+	for (size_t off = 4096; off < n; off += 4096)
+		c[off] = (unsigned char)tag;
+	if (n)
+		c[n - 1] = (unsigned char)tag;
+}
+
+/* Start a thread or stop the benchmark: a missing thread would measure
+ * something else. */
+static inline pthread_t start_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	int rc = pthread_create(&t, NULL, fn, arg);
+	if (rc) {
+		fprintf(stderr, "FATAL: pthread_create: %s\n", strerror(rc));
+		exit(2);
+	}
+	return t;
+}
+
+/* Wait for the other side of a queue: spin briefly, then yield, as two
+ * threads on two cores usually both run but the machine may be shared. */
+static inline void backoff(unsigned *spins)
+{
+	if (++*spins < 64)
+		__builtin_ia32_pause();
+	else
+		sched_yield();
+}
+
+/* Timed workloads: the main thread sleeps for the duration, then raises
+ * the flag that every worker polls once per operation. */
+static volatile int bench_stop;
+
+static inline int stop_requested(void)
+{
+	return __atomic_load_n(&bench_stop, __ATOMIC_RELAXED);
+}
+
+static inline void run_for(double seconds)
+{
+	sleep_sec(seconds);
+	__atomic_store_n(&bench_stop, 1, __ATOMIC_RELAXED);
+}
+
+/* Start n threads, fn(args + i * stride) each; with seconds > 0 raise
+ * the stop flag after that long; wait for them all. Returns the elapsed
+ * seconds. */
+#define MAX_RUN_THREADS 256
+static inline double run_threads(int n, void *(*fn)(void *), void *args, size_t stride,
+				 double seconds)
+{
+	pthread_t th[MAX_RUN_THREADS];
+	double t0 = now_sec();
+	for (int i = 0; i < n; i++)
+		th[i] = start_thread(fn, (char *)args + (size_t)i * stride);
+	if (seconds > 0)
+		run_for(seconds);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	return now_sec() - t0;
+}
+
+/* A positive thread count argument, at most max. */
+static inline int parse_threads(const char *s, int max)
+{
+	int t = atoi(s);
+	if (t < 1 || t > max) {
+		fprintf(stderr, "THREADS must be 1..%d\n", max);
+		exit(1);
+	}
+	return t;
 }
 
 /* Parse a positive integer argument with an optional K/M/G suffix. */

@@ -11,8 +11,6 @@
  * Usage: xthread MESSAGES [RING]
  * Prints: RESULT workload=xthread messages=.. sec=.. ns_per_msg=..
  */
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 
 #include "common.h"
@@ -29,16 +27,6 @@ static size_t ring_size = 1024;
 static _Atomic size_t head; /* next slot the consumer reads */
 static _Atomic size_t tail; /* next slot the producer writes */
 static size_t nmsg;
-
-/* Spin briefly, then yield: with two threads on two cores the other side
- * is usually running, but the machine may be shared. */
-static void backoff(unsigned *spins)
-{
-	if (++*spins < 64)
-		__builtin_ia32_pause();
-	else
-		sched_yield();
-}
 
 static void *producer(void *arg)
 {

@@ -77,6 +77,14 @@ static void *hold_then_release(void *arg)
 	return NULL;
 }
 
+static void *take_once(void *arg)
+{
+	(void)arg;
+	mb_lock_acquire(&shared_lock);
+	mb_lock_release(&shared_lock);
+	return NULL;
+}
+
 static void test_contention_and_handoff(void)
 {
 	pthread_t t;
@@ -92,6 +100,17 @@ static void test_contention_and_handoff(void)
 	CHECK(r->acquisitions == 2);
 	CHECK(r->contended == 1);
 	CHECK(r->handoffs == 1);
+	/* Passed from one thread to the next only: not shared (yet). */
+	CHECK(r->shared == 0 && r->shared_hold_ns == 0);
+	/* The first thread is gone; a third takes it, then this one again:
+	 * two live threads in turn. */
+	CHECK(pthread_create(&t, NULL, take_once, NULL) == 0);
+	pthread_join(t, NULL);
+	mb_lock_acquire(&shared_lock);
+	mb_lock_release(&shared_lock);
+	r = row("pair");
+	CHECK(r->acquisitions == 4);
+	CHECK(r->handoffs == 3);
 	CHECK(r->shared == 1);
 	CHECK(r->wait_ns > 0);
 	CHECK(r->hold_ns >= 40000000);

@@ -1,0 +1,107 @@
+"""Contention figures of scripts/bench.py: lock counts from a libmbuddy
+built with --enable-lock-stats and from jemalloc under lockprof.so, the
+serial fraction, and the Amdahl prediction of throughput at more threads.
+
+The model. A run at T threads that lasted E seconds (the workload's timed
+part) and in which the locks shared by live threads were held for H
+seconds in all has the serial fraction s = H / (T * E): the share of each
+thread's time spent inside a critical section that the other threads
+must wait for. Amdahl's law then bounds the speed-up at N threads by
+S(N) = N / (1 + s * (N - 1)), and the prediction is X(N) = X(1) * S(N),
+with X(1) the measured one-thread throughput of the normal build. s is
+taken from the 2-thread run, where the locks are really shared and their
+hold times include the cache-line transfers between cores.
+
+What it leaves out, both ways: waiting for a lock is not counted as
+serial (only holding it is), so convoys are missed; hold times grow with
+more cores contending for a lock's cache line; locks of one kind held at
+once by different threads (two arenas, two size classes) overlap, which
+adding them up ignores; the workload's own scaling limits (memory
+bandwidth, its queues) are not modelled. It is a ceiling set by the
+locks, for comparing allocators under the same rules, not a forecast.
+"""
+
+import statistics
+
+AGGREGATE = "pthread mutexes"  # lockprof.so reports one row per mutex
+
+
+def parse_lock_lines(text):
+    """The 'lockstat key=value ...' lines of a report, as dicts."""
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("lockstat "):
+            continue
+        row = {}
+        for tok in line.split()[1:]:
+            k, _, v = tok.partition("=")
+            row[k] = v if k == "name" else int(v)
+        rows.append(row)
+    return rows
+
+
+def per_name(rows, aggregate):
+    """Rows added up per lock name (all into one with aggregate)."""
+    out = {}
+    for r in rows:
+        name = AGGREGATE if aggregate else r["name"]
+        acc = out.setdefault(name, {k: 0 for k in r if k != "name"})
+        for k, v in r.items():
+            if k != "name":
+                acc[k] += v
+    return out
+
+
+def run_figures(run):
+    """Per-run contention figures, or None: per lock name its acquisitions
+    per 1,000 operations, mean hold and wait, share contended; and the
+    serial fraction of the run."""
+    res = run.get("result") or {}
+    ops, sec, threads = res.get("ops"), res.get("sec"), res.get("threads")
+    rows = run.get("locks")
+    if rows is None or not ops or not sec or not threads:
+        return None
+    locks = {}
+    for name, r in per_name(rows, run.get("lock_source") == "lockprof").items():
+        if r["acquisitions"] <= 1:
+            continue  # taken once at exit (the report's own lock)
+        acq = r["acquisitions"]
+        locks[name] = {
+            "acq_per_kop": acq * 1000.0 / ops,
+            "hold_ns": r["hold_ns"] / acq,
+            "wait_ns": r["wait_ns"] / r["contended"] if r["contended"] else 0.0,
+            "contended_pct": 100.0 * r["contended"] / acq,
+            "instances": r["instances"],
+        }
+    shared_hold = sum(r.get("shared_hold_ns", 0) for r in rows)
+    return {"locks": locks, "serial": shared_hold / (threads * sec * 1e9)}
+
+
+def summarise_locks(runs):
+    """Medians over runs of run_figures(), or None."""
+    figs = [f for f in (run_figures(r) for r in runs) if f]
+    if not figs:
+        return None
+    names = sorted({n for f in figs for n in f["locks"]})
+    locks = {}
+    for n in names:
+        have = [f["locks"][n] for f in figs if n in f["locks"]]
+        locks[n] = {k: statistics.median(h[k] for h in have) for k in have[0]}
+    return {"locks": locks, "serial": statistics.median(f["serial"] for f in figs)}
+
+
+def amdahl(x1, s, n):
+    return x1 * n / (1 + s * (n - 1))
+
+
+def prediction(summ, group, alloc, counted, threads):
+    """Measured Mops/s at 1 and 2 threads of `alloc`, the serial fraction
+    from its lock-counting twin `counted` at 2 threads, and the predicted
+    Mops/s at each of `threads`; None without the figures."""
+    one = summ.get((f"{group}-1t", alloc), {}).get("mops")
+    two = summ.get((f"{group}-2t", alloc), {}).get("mops")
+    locks = summ.get((f"{group}-2t", counted), {}).get("locks")
+    if not one or not locks:
+        return None
+    s = locks["serial"]
+    return {"x1": one, "x2": two, "serial": s, "pred": {n: amdahl(one, s, n) for n in threads}}
