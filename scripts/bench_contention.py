@@ -2,23 +2,29 @@
 built with --enable-lock-stats and from jemalloc under lockprof.so, the
 serial fraction, and the Amdahl prediction of throughput at more threads.
 
-The model. A run at T threads that lasted E seconds (the workload's timed
-part) and in which the locks shared by live threads were held for H
-seconds in all has the serial fraction s = H / (T * E): the share of each
-thread's time spent inside a critical section that the other threads
-must wait for. Amdahl's law then bounds the speed-up at N threads by
-S(N) = N / (1 + s * (N - 1)), and the prediction is X(N) = X(1) * S(N),
-with X(1) the measured one-thread throughput of the normal build. s is
-taken from the 2-thread run, where the locks are really shared and their
-hold times include the cache-line transfers between cores.
+The model. Every lock is a serial resource: while one thread holds it,
+the others that need it wait. A lock counts when threads alive at the
+same time took it in turns (a lock passed down a chain of threads that
+each exit serialises nothing). The busiest such lock bounds the
+throughput: in a run at T threads that lasted E seconds (the workload's
+timed part), if it was held H seconds in all, the serial fraction is
+s = H / (T * E), the share of each thread's time spent inside the one
+critical section every thread must queue for. Amdahl's law then bounds
+the speed-up at N threads by S(N) = N / (1 + s * (N - 1)) (at most 1/s),
+and the prediction is X(N) = X(1) * S(N), with X(1) the measured
+one-thread throughput of the normal build. s is taken from the 2-thread
+run, where the locks are really shared and their hold times include the
+cache-line transfers between cores. The same rule applies to libmbuddy's
+locks (one per heap, one per slab key and size class...) and to each of
+jemalloc's mutexes (one per arena and bin...).
 
 What it leaves out, both ways: waiting for a lock is not counted as
 serial (only holding it is), so convoys are missed; hold times grow with
-more cores contending for a lock's cache line; locks of one kind held at
-once by different threads (two arenas, two size classes) overlap, which
-adding them up ignores; the workload's own scaling limits (memory
-bandwidth, its queues) are not modelled. It is a ceiling set by the
-locks, for comparing allocators under the same rules, not a forecast.
+more cores contending for a lock's cache line; a thread that needs two
+busy locks in a row is limited by both, where the busiest one alone is
+counted; the workload's own scaling limits (memory bandwidth, its
+queues) are not modelled. It is a ceiling set by the locks, for
+comparing allocators under the same rules, not a forecast.
 """
 
 import statistics
@@ -55,7 +61,7 @@ def per_name(rows, aggregate):
 def run_figures(run):
     """Per-run contention figures, or None: per lock name its acquisitions
     per 1,000 operations, mean hold and wait, share contended; and the
-    serial fraction of the run."""
+    serial fraction of the run (from its busiest shared lock)."""
     res = run.get("result") or {}
     ops, sec, threads = res.get("ops"), res.get("sec"), res.get("threads")
     rows = run.get("locks")
@@ -73,8 +79,8 @@ def run_figures(run):
             "contended_pct": 100.0 * r["contended"] / acq,
             "instances": r["instances"],
         }
-    shared_hold = sum(r.get("shared_hold_ns", 0) for r in rows)
-    return {"locks": locks, "serial": shared_hold / (threads * sec * 1e9)}
+    busiest = max((r.get("busiest_hold_ns", r.get("shared_hold_ns", 0)) for r in rows), default=0)
+    return {"locks": locks, "serial": busiest / (threads * sec * 1e9)}
 
 
 def summarise_locks(runs):

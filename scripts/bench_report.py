@@ -261,7 +261,8 @@ def contention_tables(d):
           "rules). Per lock: acquisitions per 1,000 operations (mallocs of the workload), mean "
           "hold time, and the share of acquisitions that found the lock held. Locks taken once "
           "(the report's own) are left out. serial: the fraction of each thread's time spent "
-          "holding locks that live threads share (see the model below). Medians over runs.\n")
+          "holding the busiest lock that live threads share (see the model below). Medians "
+          "over runs.\n")
     names = sorted({n for w in counted for n in
                     (d.get(w.name, LOCKSTATS, "locks") or {"locks": {}})["locks"]})
     cols = [f"{n}: {h}" for n in names for h in ("acq/1k ops", "mean hold ns", "contended")]
@@ -301,12 +302,13 @@ def contention_tables(d):
 def prediction_table(d, counted):
     groups = list(dict.fromkeys(w.group for w in counted))
     d.add("### Predicted throughput at more threads (Amdahl on the serial fraction)\n",
-          "The machine has few cores, so more threads cannot be measured. With s the serial "
-          "fraction measured at 2 threads (time spent holding locks that live threads share, "
-          "over threads x the run's duration), Amdahl's law gives the speed-up at N threads as "
-          "N / (1 + s (N - 1)); the prediction is the measured 1-thread Mops/s of the normal "
-          "build times that. It is a ceiling set by the locks alone (waiting, cache-line "
-          "transfers that grow with cores, and the workload's own limits are not modelled), "
+          "The machine has few cores, so more threads cannot be measured. Each lock is a serial "
+          "resource; with s the serial fraction measured at 2 threads (the time the busiest "
+          "lock that live threads took in turns was held, over threads x the run's duration), "
+          "Amdahl's law gives the speed-up at N threads as N / (1 + s (N - 1)), at most 1/s; "
+          "the prediction is the measured 1-thread Mops/s of the normal build times that. It is "
+          "a ceiling set by the locks alone (waiting, cache-line transfers that grow with cores, "
+          "threads that need two busy locks, and the workload's own limits are not modelled), "
           "for comparing allocators under one rule. jemalloc's s comes from lockprof.so; "
           "glibc, mimalloc and tcmalloc do not lock through pthread mutexes that a preloaded "
           "library can see, so they have no prediction.\n")

@@ -19,7 +19,7 @@
  * At exit it writes one line per mutex taken, in the format of
  * libmbuddy's report,
  *   lockstat name=mutexN instances=1 shared=0|1 acquisitions=.. contended=..
- *            handoffs=.. hold_ns=.. wait_ns=.. shared_hold_ns=..
+ *            handoffs=.. hold_ns=.. wait_ns=.. shared_hold_ns=.. busiest_hold_ns=..
  * to the file named by LOCKPROF_OUT (nothing without it). Nothing here
  * allocates. Build: cc -O2 -shared -fPIC -o lockprof.so lockprof.c
  */
@@ -176,10 +176,11 @@ __attribute__((destructor)) static void report(void)
 		char line[320];
 		int n = snprintf(line, sizeof line,
 				 "lockstat name=mutex%zu instances=1 shared=%d acquisitions=%llu contended=%llu "
-				 "handoffs=%llu hold_ns=%llu wait_ns=%llu shared_hold_ns=%llu\n",
+				 "handoffs=%llu hold_ns=%llu wait_ns=%llu shared_hold_ns=%llu busiest_hold_ns=%llu\n",
 				 i, e->returns > 0, (unsigned long long)acq, (unsigned long long)e->contended,
 				 (unsigned long long)e->handoffs, (unsigned long long)hold,
 				 (unsigned long long)((double)e->wait_ticks / rate),
+				 (unsigned long long)(e->returns ? hold : 0),
 				 (unsigned long long)(e->returns ? hold : 0));
 		if (n > 0 && write(fd, line, (size_t)n) != n)
 			break;

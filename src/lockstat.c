@@ -222,6 +222,8 @@ size_t mb_lockstat_collect(struct mb_lockstat_row *rows, size_t max)
 		if (shared) {
 			rows[r].shared++;
 			rows[r].shared_hold_ns += hold_ns;
+			if (hold_ns > rows[r].busiest_hold_ns)
+				rows[r].busiest_hold_ns = hold_ns;
 		}
 	}
 	return n;

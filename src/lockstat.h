@@ -96,6 +96,7 @@ struct mb_lockstat_row {
 	uint64_t acquisitions, contended, handoffs;
 	uint64_t hold_ns, wait_ns;
 	uint64_t shared_hold_ns;   /* held, in the shared locks */
+	uint64_t busiest_hold_ns;  /* held, in the shared lock held longest */
 };
 
 /* 1 in a lock-stats build. */

@@ -117,13 +117,14 @@ static void write_locks(struct mb_out *o, int json)
 		const struct mb_lockstat_row *r = &rows[i];
 		const char *f = json ? "%s{\"name\":\"%s\",\"instances\":%u,\"shared\":%u,\"acquisitions\":%llu,"
 				      "\"contended\":%llu,\"handoffs\":%llu,\"hold_ns\":%llu,\"wait_ns\":%llu,"
-				      "\"shared_hold_ns\":%llu}"
+				      "\"shared_hold_ns\":%llu,\"busiest_hold_ns\":%llu}"
 				    : "%slockstat name=%s instances=%u shared=%u acquisitions=%llu contended=%llu "
-				      "handoffs=%llu hold_ns=%llu wait_ns=%llu shared_hold_ns=%llu\n";
+				      "handoffs=%llu hold_ns=%llu wait_ns=%llu shared_hold_ns=%llu busiest_hold_ns=%llu\n";
 		mb_out_fmt(o, f, json && i ? "," : "", r->name, r->instances, r->shared,
 			   (unsigned long long)r->acquisitions, (unsigned long long)r->contended,
 			   (unsigned long long)r->handoffs, (unsigned long long)r->hold_ns,
-			   (unsigned long long)r->wait_ns, (unsigned long long)r->shared_hold_ns);
+			   (unsigned long long)r->wait_ns, (unsigned long long)r->shared_hold_ns,
+			   (unsigned long long)r->busiest_hold_ns);
 	}
 	mb_out_str(o, json ? "]," : "\n");
 }

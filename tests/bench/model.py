@@ -32,9 +32,9 @@ def close(a, b):
 
 
 LINES = """libmbuddy statistics
-lockstat name=heap instances=1 shared=1 acquisitions=2000 contended=20 handoffs=500 hold_ns=100000000 wait_ns=4000000 shared_hold_ns=100000000
-lockstat name=sites instances=1 shared=0 acquisitions=100 contended=0 handoffs=0 hold_ns=50000 wait_ns=0 shared_hold_ns=0
-lockstat name=dump instances=1 shared=0 acquisitions=1 contended=0 handoffs=0 hold_ns=0 wait_ns=0 shared_hold_ns=0
+lockstat name=heap instances=1 shared=1 acquisitions=2000 contended=20 handoffs=500 hold_ns=100000000 wait_ns=4000000 shared_hold_ns=100000000 busiest_hold_ns=100000000
+lockstat name=sites instances=1 shared=0 acquisitions=100 contended=0 handoffs=0 hold_ns=50000 wait_ns=0 shared_hold_ns=0 busiest_hold_ns=0
+lockstat name=dump instances=1 shared=0 acquisitions=1 contended=0 handoffs=0 hold_ns=0 wait_ns=0 shared_hold_ns=0 busiest_hold_ns=0
 """
 rows = parse_lock_lines(LINES)
 check(len(rows) == 3 and rows[0]["name"] == "heap" and rows[0]["acquisitions"] == 2000,
@@ -51,6 +51,10 @@ check(close(heap["hold_ns"], 50000.0), "mean hold")
 check(close(heap["wait_ns"], 200000.0), "mean wait of a contended acquisition")
 check(close(heap["contended_pct"], 1.0), "contended share")
 check(close(fig["serial"], 0.1), "serial fraction = shared hold / (threads x seconds)")
+# Two shared locks: the busiest one counts, not their sum.
+two = [dict(rows[0], name="a", busiest_hold_ns=60000000),
+       dict(rows[0], name="b", busiest_hold_ns=100000000)]
+check(close(run_figures({**run, "locks": two})["serial"], 0.1), "the busiest shared lock sets s")
 
 # lockprof.so rows (one per mutex) add up into one.
 je = {"result": {"ops": 1000, "sec": 1.0, "threads": 2}, "lock_source": "lockprof",

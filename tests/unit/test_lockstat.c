@@ -115,11 +115,23 @@ static void test_contention_and_handoff(void)
 	CHECK(r->wait_ns > 0);
 	CHECK(r->hold_ns >= 40000000);
 	CHECK(r->shared_hold_ns == r->hold_ns);
+	CHECK(r->busiest_hold_ns == r->hold_ns); /* one lock of that name */
+}
+
+static struct mb_lock family[3];
+
+static void *take_family(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 2; i++) {
+		mb_lock_acquire(&family[i]);
+		mb_lock_release(&family[i]);
+	}
+	return NULL;
 }
 
 static void test_family_is_one_row(void)
 {
-	static struct mb_lock family[3];
 	for (int i = 0; i < 3; i++)
 		mb_lock_init(&family[i], "family", 0);
 	for (int i = 0; i < 3; i++)
@@ -131,6 +143,24 @@ static void test_family_is_one_row(void)
 	CHECK(r != NULL);
 	CHECK(r->instances == 3);
 	CHECK(r->acquisitions == 6);
+	CHECK(r->shared == 0 && r->busiest_hold_ns == 0);
+
+	/* Two of them taken in turns by two threads, one held 10 ms longer:
+	 * the row adds their hold times and names the longer one. */
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, take_family, NULL) == 0);
+	pthread_join(t, NULL);
+	for (int i = 0; i < 2; i++) {
+		mb_lock_acquire(&family[i]);
+		if (i == 1)
+			spin_ns(10000000);
+		mb_lock_release(&family[i]);
+	}
+	r = row("family");
+	CHECK(r->shared == 2);
+	CHECK(r->busiest_hold_ns >= 8000000);
+	CHECK(r->shared_hold_ns > r->busiest_hold_ns);
+	CHECK(r->busiest_hold_ns > r->shared_hold_ns - r->busiest_hold_ns);
 }
 
 static struct mb_lock waiter = MB_LOCK_INITIALIZER("waiter");
