@@ -13,6 +13,7 @@
 #include "background.h"
 #include "purge.h"
 #include "report.h"
+#include "runcache.h"
 #include "slab.h"
 #include "tcache.h"
 
@@ -47,6 +48,15 @@ static int give_back_cache(void)
  * given back. errno is ENOMEM only if the retry fails too. */
 static void *large_alloc(size_t n, size_t align, int key, int zero)
 {
+	struct mb_tcache *tc = mb_self.tc;
+	if (n <= MB_RUN_MAX && align <= MB_PAGE_SIZE && tc) {
+		void *p = mb_runcache_get(tc, n, key);
+		if (p) {
+			if (zero)
+				memset(p, 0, ((n + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1)));
+			return p;
+		}
+	}
 	int saved = errno;
 	void *p = mb_large_alloc(n, align, key, zero);
 	if (p == NULL && give_back_cache()) {
@@ -213,6 +223,8 @@ static struct mb_page *live_or_die(const void *p, const char *func, int freeing,
 				 : freeing ? "double free or invalid pointer"
 					   : "use after free or invalid pointer",
 				 p);
+	if (mb_unlikely(__atomic_load_n(&m->user16, __ATOMIC_RELAXED) & MB_LARGE_CACHED))
+		mb_fatal_pointer(func, freeing ? "double free detected" : "use after free (pointer already freed)", p);
 	*sp = NULL;
 	return m;
 }
@@ -239,7 +251,9 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 	int saved = errno;
 	if (m->user16 & MB_LARGE_SAMPLED)
 		mb_classify_freed(p);
-	mb_large_free(p, m);
+	struct mb_tcache *tc = mb_self.tc;
+	if (!tc || !mb_runcache_put(tc, p, m))
+		mb_large_free(p, m);
 	errno = saved;
 }
 

@@ -69,7 +69,7 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 	m->kind = MB_KIND_LARGE;
 	m->user16 = 0;
 	m->user.u64 = bytes;
-	mb_heap.large_objects++;
+	mb_counts_add(mb_heap.large_objects, 1);
 	mb_counts_add(mb_heap.counts.mallocs[type], 1);
 	mb_counts_add(mb_heap.counts.alloc_bytes, npages << MB_PAGE_SHIFT);
 	mb_counts_add(mb_heap.counts.live_requested, (int64_t)bytes);
@@ -86,27 +86,41 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 	return p;
 }
 
-void mb_large_free(void *p, struct mb_page *m)
+/* With the heap lock held: the pages of p (record m) back to the buddy. */
+static void free_pages_locked(struct mb_page *m)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	mb_heap_lock();
-	/* Checked under the lock, so two racing frees cannot both pass. */
-	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE) {
-		mb_heap_unlock();
-		mb_fatal_pointer("free", "double free or invalid pointer", p);
-	}
 	size_t idx = (size_t)(m - b->pages);
-	mb_heap.large_objects--;
-	mb_counts_add(mb_heap.counts.frees, 1);
-	mb_counts_add(mb_heap.counts.freed_bytes, (size_t)m->npages << MB_PAGE_SHIFT);
-	mb_counts_add(mb_heap.counts.live_requested, -(int64_t)m->user.u64);
+	mb_counts_add(mb_heap.large_objects, -1);
 	m->kind = MB_KIND_NONE;
 	m->user16 = 0;
 	m->user.u64 = 0;
 	mb_heap_stamp_locked();
 	mb_buddy_free(b, idx);
+}
+
+void mb_large_free(void *p, struct mb_page *m)
+{
+	mb_heap_lock();
+	/* Checked under the lock, so two racing frees cannot both pass. */
+	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE || (m->user16 & MB_LARGE_CACHED)) {
+		mb_heap_unlock();
+		mb_fatal_pointer("free", "double free or invalid pointer", p);
+	}
+	mb_counts_add(mb_heap.counts.frees, 1);
+	mb_counts_add(mb_heap.counts.freed_bytes, (size_t)m->npages << MB_PAGE_SHIFT);
+	mb_counts_add(mb_heap.counts.live_requested, -(int64_t)m->user.u64);
+	free_pages_locked(m);
 	mb_heap_unlock();
 	mb_purge_maybe();
+}
+
+void mb_large_free_cached(void *p, struct mb_page *m)
+{
+	(void)p;
+	mb_heap_lock();
+	free_pages_locked(m);
+	mb_heap_unlock();
 }
 
 int mb_large_resize(void *p, struct mb_page *m, size_t n, const char *func)
@@ -114,7 +128,7 @@ int mb_large_resize(void *p, struct mb_page *m, size_t n, const char *func)
 	struct mb_buddy *b = &mb_heap.buddy;
 	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
 	mb_heap_lock();
-	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE) {
+	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE || (m->user16 & MB_LARGE_CACHED)) {
 		mb_heap_unlock();
 		mb_fatal_pointer(func, "double free or invalid pointer", p);
 	}

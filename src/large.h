@@ -11,6 +11,7 @@
 
 /* mb_page.user16 of a large object's first page */
 #define MB_LARGE_SAMPLED 0x1 /* a classification sample */
+#define MB_LARGE_CACHED 0x2  /* freed, kept in a thread's cache of runs (runcache.h) */
 
 /* bytes (> 0) at alignment align (a power of two, 0 for none) for slab key
  * `key` (pages have no lanes: only its type counts); zero asks for zeroed
@@ -19,6 +20,9 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero);
 /* Free p, whose first page record is m; a page that is not a live large
  * object is reported and aborts. */
 void mb_large_free(void *p, struct mb_page *m);
+/* Free the run p (record m) that a thread's cache of runs held: its
+ * counters were settled when it was cached. */
+void mb_large_free_cached(void *p, struct mb_page *m);
 /* Resize p (record m) in place to n bytes (MB_SMALL_MAX < n <= the heap):
  * 0 when done, -1 when the following pages are taken and p has to move.
  * A page that is not a live large object is reported, naming func. */

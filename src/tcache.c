@@ -139,7 +139,7 @@ size_t mb_tcache_flush_all(struct mb_tcache *tc, int to_slabs)
 			bin->n = 0;
 		}
 	}
-	return n;
+	return n + mb_runcache_flush(tc);
 }
 
 void mb_tcache_maybe_flush_all(struct mb_tcache *tc)

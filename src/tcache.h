@@ -6,6 +6,7 @@
 
 #include "compiler.h"
 #include "heap.h"
+#include "runcache.h"
 #include "sizeclass.h"
 #include "slab.h"
 #include "thread.h"
@@ -29,6 +30,7 @@ struct mb_tcache {
 	/* Entry storage of every class of one key, made on the key's first
 	 * use: most threads touch one or two lanes of one or two types. */
 	struct mb_tentry *row[MB_NKEYS];
+	struct mb_runcache runs;  /* freed page runs of up to MB_RUN_MAX */
 };
 
 /* This thread's cache is mb_self.tc, and mb_self.tc_busy is set while it
@@ -48,8 +50,8 @@ int mb_tcache_row(struct mb_tcache *tc, int key);
  * its central structure, as one batch. */
 void mb_tcache_flush(struct mb_tcache *tc, int key, unsigned sclass, uint32_t keep);
 /* Give every entry back: to the slabs themselves if to_slabs (at exit, at
- * trim, when the heap is full), else through the transfer caches. Returns
- * the entries given back. */
+ * trim, when the heap is full), else through the transfer caches; and the
+ * cached page runs to the buddy. Returns the entries and runs given back. */
 size_t mb_tcache_flush_all(struct mb_tcache *tc, int to_slabs);
 /* Every MB_TCACHE_TICK_BYTES a thread allocates: advance the allocation clock and let
  * time-based work (cache flush, purge) happen even in a program whose

@@ -102,6 +102,24 @@ static void double_free_large(void)
 	not_detected("double free of an 8 MiB block");
 }
 
+/* 16-32 KiB: page runs that the freeing thread keeps in its cache. */
+static void double_free_run(void)
+{
+	void *p = malloc(24 * KiB);
+	free(p);
+	free(announce(p));
+	not_detected("double free of a cached 24 KiB run");
+}
+
+static void realloc_freed_run(void)
+{
+	void *p = malloc(20 * KiB);
+	free(p);
+	void *q = realloc(announce(p), 28 * KiB);
+	(void)q;
+	not_detected("realloc of a freed, cached 20 KiB run");
+}
+
 static void double_delete(void)
 {
 	/* Through the C++ operators, found by name. */
@@ -241,6 +259,7 @@ static const struct misuse_case cases[] = {
 	{ "double-free-thread-exit", double_free_other_thread, "free", "double free" },
 	{ "double-free-medium", double_free_medium, "free", "double free" },
 	{ "double-free-large", double_free_large, "free", "double free" },
+	{ "double-free-run", double_free_run, "free", "double free" },
 	{ "double-delete", double_delete, "operator delete", "double free" },
 	{ "interior-small", interior_small, "free", "invalid pointer" },
 	{ "interior-large", interior_large, "free", "invalid pointer" },
@@ -249,6 +268,7 @@ static const struct misuse_case cases[] = {
 	{ "free-global", free_global, "free", "invalid pointer" },
 	{ "realloc-freed-small", realloc_freed_small, "realloc", "use after free|double free|freed" },
 	{ "realloc-freed-large", realloc_freed_large, "realloc", "use after free|double free|freed" },
+	{ "realloc-freed-run", realloc_freed_run, "realloc", "use after free|double free|freed" },
 	{ "usable-size-freed-small", usable_size_freed_small, "malloc_usable_size",
 	  "invalid pointer|use after free|freed" },
 	{ "usable-size-freed-large", usable_size_freed_large, "malloc_usable_size",

@@ -1,0 +1,66 @@
+#include "config.h"
+#include "runcache.h"
+#include "heap.h"
+#include "large.h"
+#include "report.h"
+#include "tcache.h"
+
+void *mb_runcache_get(struct mb_tcache *tc, size_t n, int key)
+{
+	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
+	int type = mb_key_type(key);
+	struct mb_runbin *bin = &tc->runs.bin[type][npages - MB_RUN_MIN_PAGES];
+	if (!bin->n)
+		return NULL;
+	void *p = bin->run[--bin->n];
+	struct mb_page *m = &mb_heap.buddy.pages[mb_buddy_page_index(&mb_heap.buddy, p)];
+	tc->runs.bytes -= npages << MB_PAGE_SHIFT;
+	m->user.u64 = n;
+	__atomic_store_n(&m->user16, 0, __ATOMIC_RELAXED);
+	tc->counts.mallocs[type]++;
+	tc->counts.alloc_bytes += npages << MB_PAGE_SHIFT;
+	tc->counts.live_requested += (int64_t)n;
+	return p;
+}
+
+int mb_runcache_put(struct mb_tcache *tc, void *p, struct mb_page *m)
+{
+	size_t npages = m->npages, bytes = npages << MB_PAGE_SHIFT;
+	if (npages < MB_RUN_MIN_PAGES || npages >= MB_RUN_MIN_PAGES + MB_RUN_LENGTHS ||
+	    tc->runs.bytes + bytes > MB_RUN_BUDGET)
+		return 0;
+	int type = m->type;
+	struct mb_runbin *bin = &tc->runs.bin[type][npages - MB_RUN_MIN_PAGES];
+	if (bin->n == MB_RUN_CAP)
+		return 0;
+	/* Two threads freeing the same run at once: one of them sees it
+	 * cached already. */
+	uint16_t old = __atomic_load_n(&m->user16, __ATOMIC_RELAXED);
+	do {
+		if (old & MB_LARGE_CACHED)
+			mb_fatal_pointer("free", "double free detected", p);
+	} while (!__atomic_compare_exchange_n(&m->user16, &old, MB_LARGE_CACHED, 1, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	tc->counts.frees++;
+	tc->counts.freed_bytes += bytes;
+	tc->counts.live_requested -= (int64_t)m->user.u64;
+	bin->run[bin->n++] = p;
+	tc->runs.bytes += bytes;
+	return 1;
+}
+
+size_t mb_runcache_flush(struct mb_tcache *tc)
+{
+	size_t n = 0;
+	struct mb_buddy *b = &mb_heap.buddy;
+	for (int t = 0; t < MB_NTYPES; t++)
+		for (unsigned l = 0; l < MB_RUN_LENGTHS; l++) {
+			struct mb_runbin *bin = &tc->runs.bin[t][l];
+			for (uint32_t i = 0; i < bin->n; i++)
+				mb_large_free_cached(bin->run[i], &b->pages[mb_buddy_page_index(b, bin->run[i])]);
+			n += bin->n;
+			bin->n = 0;
+		}
+	tc->runs.bytes = 0;
+	return n;
+}

@@ -1,0 +1,45 @@
+/* Layer 4: a thread's cache of page runs just above the small-object
+ * limit. Objects of MB_SMALL_MAX < n <= MB_RUN_MAX bytes are page runs of
+ * the buddy (large.h), whose every allocation and free would take the heap
+ * lock; programs whose sizes spread over a wide range use them often. A
+ * freed run of 5 to 8 pages stays in the freeing thread's cache, per type
+ * and length, for the next allocation of that length, as jemalloc's
+ * thread cache keeps its large classes up to 32 KiB. */
+#ifndef MB_RUNCACHE_H
+#define MB_RUNCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buddy.h"
+#include "sizeclass.h"
+
+#define MB_RUN_MAX ((size_t)32 << 10)
+#define MB_RUN_MIN_PAGES (MB_SMALL_MAX / MB_PAGE_SIZE + 1)
+#define MB_RUN_LENGTHS (MB_RUN_MAX / MB_PAGE_SIZE - MB_RUN_MIN_PAGES + 1)
+#define MB_RUN_CAP 8                    /* runs per (type, length) */
+#define MB_RUN_BUDGET ((size_t)1 << 20) /* bytes of runs per thread */
+
+struct mb_runbin {
+	uint32_t n;
+	void *run[MB_RUN_CAP]; /* oldest first */
+};
+
+struct mb_runcache {
+	struct mb_runbin bin[MB_NTYPES][MB_RUN_LENGTHS];
+	size_t bytes;
+};
+
+struct mb_tcache;
+
+/* A cached run for n bytes (MB_SMALL_MAX < n <= MB_RUN_MAX) of key's
+ * type, taken and counted as allocated in tc; NULL if none. */
+void *mb_runcache_get(struct mb_tcache *tc, size_t n, int key);
+/* Keep the live run p (first page record m) in tc instead of freeing it:
+ * 1 if kept (counted as freed), 0 if it does not fit (free it the usual
+ * way). A run already freed is reported as a double free and aborts. */
+int mb_runcache_put(struct mb_tcache *tc, void *p, struct mb_page *m);
+/* Free every run tc holds; returns how many. */
+size_t mb_runcache_flush(struct mb_tcache *tc);
+
+#endif
