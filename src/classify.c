@@ -395,7 +395,7 @@ struct sample {
 
 static struct sample *samples;
 static uint32_t *buckets;
-static uint32_t free_sample = UINT32_MAX, nsamples, registrations;
+static uint32_t free_sample = UINT32_MAX, nsamples;
 
 static uint32_t bucket_of(uintptr_t a)
 {
@@ -478,11 +478,20 @@ static uint64_t old_threshold(const struct mb_site *s, uint64_t t_old)
 	return t_old;
 }
 
+/* Live samples are aged a slice at a time: each registration scans the
+ * next AGE_SLICE buckets, so the whole table is seen once per
+ * SAMPLE_BUCKETS / AGE_SLICE registrations and no single call holds the
+ * site lock for a whole scan. */
+#define AGE_SLICE 32
+static uint32_t age_cursor;
+
 static void age_scan_locked(void)
 {
 	uint64_t now = mb_alloc_clock_now(), t_short, t_old;
 	thresholds(&t_short, &t_old);
-	for (uint32_t b = 0; b < SAMPLE_BUCKETS; b++) {
+	uint32_t first = age_cursor;
+	age_cursor = (first + AGE_SLICE) & (SAMPLE_BUCKETS - 1);
+	for (uint32_t b = first; b < first + AGE_SLICE; b++) {
 		for (uint32_t i = buckets[b]; i != UINT32_MAX; i = samples[i].next) {
 			struct sample *e = &samples[i];
 			if (e->counted_old || now - e->born < old_threshold(e->site, t_old))
@@ -557,8 +566,7 @@ void mb_classify_sampled(void *p, size_t n)
 			free_sample = i;
 		}
 	}
-	if (++registrations % 512 == 0)
-		age_scan_locked();
+	age_scan_locked();
 	mb_lock_release(&site_lock);
 }
 
