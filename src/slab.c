@@ -18,7 +18,10 @@ _Static_assert(MB_NKEYS < MB_META_GROUPS, "every slab key needs a metadata group
  *
  * The slabs with free objects, by how full they are: allocation takes from
  * the fullest, so survivors gather in few slabs and the emptiest ones drain
- * and go back to the buddy. */
+ * and go back to the buddy. One slab that drains is kept, entirely free, so
+ * that a class whose slabs hold few objects does not create and destroy a
+ * slab (under the heap lock) every few allocations; a purge that finds it
+ * unused since the previous one gives it back. */
 #define MB_FULLNESS_BUCKETS 4
 #define MB_XFER_BATCHES 4
 struct mb_central {
@@ -28,6 +31,8 @@ struct mb_central {
 	uint32_t xlow;          /* fewest entries since the last purge */
 	uint32_t xfailed;       /* no storage could be had: slabs only */
 	struct mb_slab *head[MB_FULLNESS_BUCKETS], *tail[MB_FULLNESS_BUCKETS];
+	struct mb_slab *empty;  /* one entirely free slab kept for reuse, or NULL */
+	uint8_t empty_idle;     /* and it was already there at the last purge */
 	uint64_t nslabs;   /* slabs of this (key, class), full or not */
 	uint64_t nlisted;
 } __attribute__((aligned(64)));
@@ -194,6 +199,8 @@ static unsigned take_from_slabs(struct mb_central *ce, int key, unsigned c, stru
 			if (!s)
 				break;
 		}
+		if (s == ce->empty)
+			ce->empty = NULL;
 		uint32_t i = s->scan;
 		while (n < want && s->nfree) {
 			uint8_t *z = memchr(s->state + i, MB_OBJ_FREE, s->nobj - i);
@@ -232,16 +239,38 @@ static void give_to_slabs(struct mb_central *ce, const struct mb_tentry *e, unsi
 		struct mb_slab *s = b->pages[mb_buddy_page_index(b, e[k].p)].user.ptr;
 		*e[k].st = MB_OBJ_FREE;
 		s->nfree++;
-		if (s->nfree == s->nobj) {
-			/* Entirely free: give the pages back so the pageblock
-			 * can coalesce and eventually return to the global pool. */
+		if (s->nfree == s->nobj && ce->empty) {
+			/* Entirely free, and one is kept already: give the
+			 * pages back so the pageblock can coalesce and
+			 * eventually return to the global pool. */
 			if (s->listed)
 				list_unlink(ce, s);
 			slab_destroy(ce, s);
 			continue;
 		}
+		if (s->nfree == s->nobj) {
+			ce->empty = s;
+			ce->empty_idle = 0;
+		}
 		relist(ce, s);
 	}
+}
+
+/* With ce's lock held: the kept empty slab goes back to the buddy if it
+ * was already kept, unused, at the last purge (or at once if force). */
+static void empty_purge(struct mb_central *ce, int force)
+{
+	struct mb_slab *s = ce->empty;
+	if (!s)
+		return;
+	if (!force && !ce->empty_idle) {
+		ce->empty_idle = 1;
+		return;
+	}
+	ce->empty = NULL;
+	if (s->listed)
+		list_unlink(ce, s);
+	slab_destroy(ce, s);
 }
 
 /* Entries of one transfer batch of class c: what a refill asks for and a
@@ -370,6 +399,7 @@ size_t mb_slab_purge(size_t budget, int force, unsigned *failed)
 			central_lock(ce);
 			xfer_drain(ce, force ? ce->xn : ce->xlow);
 			ce->xlow = ce->xn;
+			empty_purge(ce, force);
 			if (released < budget && !*failed)
 				released += release_sparse(ce, c, budget - released, failed);
 			central_unlock(ce);
@@ -384,12 +414,13 @@ size_t mb_slab_drain(void)
 	for (int k = 0; k < MB_NKEYS; k++) {
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
 			struct mb_central *ce = &central[k][c];
-			if (!__atomic_load_n(&ce->xn, __ATOMIC_RELAXED))
+			if (!central_busy(ce))
 				continue;
 			central_lock(ce);
-			moved += ce->xn;
+			moved += ce->xn + (ce->empty != NULL);
 			xfer_drain(ce, ce->xn);
 			ce->xlow = 0;
+			empty_purge(ce, 1);
 			central_unlock(ce);
 		}
 	}

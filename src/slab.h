@@ -68,15 +68,17 @@ unsigned mb_slab_take(int key, unsigned sclass, struct mb_tentry *out, unsigned 
 void mb_slab_give(int key, unsigned sclass, const struct mb_tentry *e, unsigned n, int to_slabs);
 
 /* With no lock held: return to their slabs the transfer-cache objects no
- * refill used since the last call (all of them if force), then give the
+ * refill used since the last call (all of them if force) and the kept
+ * empty slab no refill used since then, then give the
  * kernel back the pages of sparsely used slabs on which every object is
  * free (they read as zero when reused, and an object's contents are
  * undefined anyway), at most `budget` pages. Takes each central lock in
  * turn. Returns pages released; *failed counts refused releases. */
 size_t mb_slab_purge(size_t budget, int force, unsigned *failed);
 
-/* With no lock held: every transfer cache back to the slabs (the heap is
- * full). Returns the objects moved. */
+/* With no lock held: every transfer cache back to the slabs, and every
+ * kept empty slab to the buddy (the heap is full). Returns the objects and
+ * slabs moved. */
 size_t mb_slab_drain(void);
 
 /* Around fork: take every central lock in index order, release them, or
