@@ -43,7 +43,10 @@ static void counts_read(struct mb_counts *to, const struct mb_counts *from)
 
 void mb_tcache_destroy(struct mb_tcache *tc)
 {
-	mb_tcache_flush_all(tc, 1);
+	/* Through the transfer caches: a thread that replaces this one takes
+	 * them back in batches; what nobody takes goes to the slabs at the
+	 * next purge but one. */
+	mb_tcache_flush_all(tc, 0);
 	mb_lock_acquire(&caches_lock);
 	counts_fold(&mb_heap.counts, &tc->counts);
 	if (tc->prev)

@@ -38,8 +38,8 @@ struct mb_tcache {
 
 /* A new, empty cache, counted among the live ones; NULL without memory. */
 struct mb_tcache *mb_tcache_create(void);
-/* Give every entry of tc back to the slabs, add its counters to the
- * heap's, free it. */
+/* Give every entry of tc back to the central structures, add its
+ * counters to the heap's, free it. */
 void mb_tcache_destroy(struct mb_tcache *tc);
 /* Refill a bin from its central structure (slab.h); returns entries now in
  * the bin. */
