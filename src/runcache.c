@@ -26,9 +26,12 @@ void *mb_runcache_get(struct mb_tcache *tc, size_t n, int key)
 int mb_runcache_put(struct mb_tcache *tc, void *p, struct mb_page *m)
 {
 	size_t npages = m->npages, bytes = npages << MB_PAGE_SHIFT;
-	if (npages < MB_RUN_MIN_PAGES || npages >= MB_RUN_MIN_PAGES + MB_RUN_LENGTHS ||
-	    tc->runs.bytes + bytes > MB_RUN_BUDGET)
+	if (npages < MB_RUN_MIN_PAGES || npages >= MB_RUN_MIN_PAGES + MB_RUN_LENGTHS)
 		return 0;
+	/* Over the budget: the runs held are those no allocation asked for
+	 * lately (of a type the thread's call sites no longer get, say). */
+	if (tc->runs.bytes + bytes > MB_RUN_BUDGET)
+		mb_runcache_flush(tc);
 	int type = m->type;
 	struct mb_runbin *bin = &tc->runs.bin[type][npages - MB_RUN_MIN_PAGES];
 	if (bin->n == MB_RUN_CAP)
