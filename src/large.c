@@ -115,11 +115,34 @@ void mb_large_free(void *p, struct mb_page *m)
 	mb_purge_maybe();
 }
 
-void mb_large_free_cached(void *p, struct mb_page *m)
+unsigned mb_large_alloc_cached(size_t npages, int type, void **out, unsigned n)
 {
-	(void)p;
+	struct mb_buddy *b = &mb_heap.buddy;
+	unsigned got = 0;
 	mb_heap_lock();
-	free_pages_locked(m);
+	while (got < n) {
+		long idx = mb_buddy_alloc(b, npages, type, NULL);
+		if (idx < 0)
+			break;
+		struct mb_page *m = &b->pages[idx];
+		m->kind = MB_KIND_LARGE;
+		m->user16 = MB_LARGE_CACHED;
+		m->user.u64 = 0;
+		mb_counts_add(mb_heap.large_objects, 1);
+		out[got++] = mb_buddy_page_addr(b, (size_t)idx);
+	}
+	mb_heap_unlock();
+	return got;
+}
+
+void mb_large_free_cached(void *const *run, unsigned n)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	if (!n)
+		return;
+	mb_heap_lock();
+	for (unsigned i = 0; i < n; i++)
+		free_pages_locked(&b->pages[mb_buddy_page_index(b, run[i])]);
 	mb_heap_unlock();
 }
 

@@ -20,9 +20,13 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero);
 /* Free p, whose first page record is m; a page that is not a live large
  * object is reported and aborts. */
 void mb_large_free(void *p, struct mb_page *m);
-/* Free the run p (record m) that a thread's cache of runs held: its
- * counters were settled when it was cached. */
-void mb_large_free_cached(void *p, struct mb_page *m);
+/* For a thread's cache of runs (runcache.h), in one heap-lock section:
+ * up to n runs of npages pages of `type`, marked MB_LARGE_CACHED (not yet
+ * the program's), into out[]; returns how many. */
+unsigned mb_large_alloc_cached(size_t npages, int type, void **out, unsigned n);
+/* The same: free n runs the cache held (their counters were settled when
+ * they were cached). */
+void mb_large_free_cached(void *const *run, unsigned n);
 /* Resize p (record m) in place to n bytes (MB_SMALL_MAX < n <= the heap):
  * 0 when done, -1 when the following pages are taken and p has to move.
  * A page that is not a live large object is reported, naming func. */

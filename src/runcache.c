@@ -10,8 +10,15 @@ void *mb_runcache_get(struct mb_tcache *tc, size_t n, int key)
 	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
 	int type = mb_key_type(key);
 	struct mb_runbin *bin = &tc->runs.bin[type][npages - MB_RUN_MIN_PAGES];
-	if (!bin->n)
-		return NULL;
+	if (!bin->n) {
+		/* Half a bin from the buddy, in one heap-lock section. */
+		if (tc->runs.bytes + (MB_RUN_CAP / 2) * (npages << MB_PAGE_SHIFT) > MB_RUN_BUDGET)
+			mb_runcache_flush(tc);
+		bin->n = mb_large_alloc_cached(npages, type, bin->run, MB_RUN_CAP / 2);
+		tc->runs.bytes += (size_t)bin->n * (npages << MB_PAGE_SHIFT);
+		if (!bin->n)
+			return NULL;
+	}
 	void *p = bin->run[--bin->n];
 	struct mb_page *m = &mb_heap.buddy.pages[mb_buddy_page_index(&mb_heap.buddy, p)];
 	tc->runs.bytes -= npages << MB_PAGE_SHIFT;
@@ -34,8 +41,15 @@ int mb_runcache_put(struct mb_tcache *tc, void *p, struct mb_page *m)
 		mb_runcache_flush(tc);
 	int type = m->type;
 	struct mb_runbin *bin = &tc->runs.bin[type][npages - MB_RUN_MIN_PAGES];
-	if (bin->n == MB_RUN_CAP)
-		return 0;
+	if (bin->n == MB_RUN_CAP) {
+		/* The older half back to the buddy, in one heap-lock section. */
+		uint32_t drop = MB_RUN_CAP / 2;
+		mb_large_free_cached(bin->run, drop);
+		for (uint32_t i = drop; i < bin->n; i++)
+			bin->run[i - drop] = bin->run[i];
+		bin->n -= drop;
+		tc->runs.bytes -= drop * bytes;
+	}
 	/* Two threads freeing the same run at once: one of them sees it
 	 * cached already. */
 	uint16_t old = __atomic_load_n(&m->user16, __ATOMIC_RELAXED);
@@ -55,12 +69,10 @@ int mb_runcache_put(struct mb_tcache *tc, void *p, struct mb_page *m)
 size_t mb_runcache_flush(struct mb_tcache *tc)
 {
 	size_t n = 0;
-	struct mb_buddy *b = &mb_heap.buddy;
 	for (int t = 0; t < MB_NTYPES; t++)
 		for (unsigned l = 0; l < MB_RUN_LENGTHS; l++) {
 			struct mb_runbin *bin = &tc->runs.bin[t][l];
-			for (uint32_t i = 0; i < bin->n; i++)
-				mb_large_free_cached(bin->run[i], &b->pages[mb_buddy_page_index(b, bin->run[i])]);
+			mb_large_free_cached(bin->run, bin->n);
 			n += bin->n;
 			bin->n = 0;
 		}

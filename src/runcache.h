@@ -4,7 +4,9 @@
  * lock; programs whose sizes spread over a wide range use them often. A
  * freed run of 5 to 8 pages stays in the freeing thread's cache, per type
  * and length, for the next allocation of that length, as jemalloc's
- * thread cache keeps its large classes up to 32 KiB. */
+ * thread cache keeps its large classes up to 32 KiB; and like the bins of
+ * small objects, an empty bin takes half a bin of runs from the buddy and a
+ * full one gives half back, each in one heap-lock section. */
 #ifndef MB_RUNCACHE_H
 #define MB_RUNCACHE_H
 
