@@ -22,6 +22,10 @@ tests_classify_rules_override_LDFLAGS = -Wl,--export-dynamic
 tests_classify_rules_override_LDADD = -ldl
 tests_classify_typed_api_SOURCES = tests/classify/typed_api.c
 tests_classify_typed_api_LDADD = -ldl
+# Not a test itself: profile-load.test counts its system calls.
+check_PROGRAMS += tests/classify/many_sites
+tests_classify_many_sites_SOURCES = tests/classify/many_sites.c
+tests_classify_many_sites_CFLAGS = $(AM_CFLAGS) -fno-builtin
 
 # A library whose code address is reused across dlopen/dlclose.
 check_LTLIBRARIES += tests/classify/dlsite_short.la tests/classify/dlsite_pinned.la

@@ -298,6 +298,30 @@ static void test_libc_mallinfo(void)
 	free(p);
 }
 
+/* ---- mallinfo2().ordblks ----
+ * As libmbuddy(3) says: the whole free pageblocks of the global pool in
+ * the part of the heap used so far, not the never touched rest of the
+ * reservation (which would read thousands in a fresh process). */
+
+static void test_ordblks(void)
+{
+	if (!pt_mbuddy)
+		return; /* glibc counts its free chunks */
+	size_t pb = 4 * MiB; /* the default pageblock (MBUDDY_MAX_ORDER 11) */
+	size_t reserved = 16384; /* pageblocks of the default 64 GiB heap */
+	unsigned char *p = malloc(pt_hide_size(6 * pb));
+	REQUIRE(p != NULL, "malloc of six pageblocks");
+	p[0] = 1;
+	p[6 * pb - 1] = 1;
+	size_t held = mallinfo2().ordblks;
+	free(pt_hide(p));
+	size_t after = mallinfo2().ordblks;
+	CHECK(after >= held + 5 && after <= held + 7, "ordblks %zu with six pageblocks live, %zu once they are freed",
+	      held, after);
+	CHECK(after < reserved / 4, "ordblks %zu: the never used part of the %zu pageblocks counted?", after,
+	      reserved);
+}
+
 /* With an argument, only the test of that name runs. */
 static const char *only;
 
@@ -321,5 +345,6 @@ int main(int argc, char **argv)
 	RUN(test_malloc_stats);
 	RUN(test_malloc_info);
 	RUN(test_libc_mallinfo);
+	RUN(test_ordblks);
 	return pt_finish();
 }

@@ -28,6 +28,10 @@ tests_stats_signal_exit_CFLAGS = $(AM_CFLAGS) -fno-builtin
 TESTS += tests/stats/env-values.test tests/stats/signal-exit.test tests/stats/stats-words.test
 EXTRA_DIST += tests/stats/env-values.test tests/stats/signal-exit.test tests/stats/stats-words.test
 
+# The heap's size limits and the fragmentation rows, as the man page says.
+TESTS += tests/stats/heap-doc.test
+EXTRA_DIST += tests/stats/heap-doc.test
+
 # mbuddy_stats_get() against the JSON report of the same moment.
 check_PROGRAMS += tests/stats/stats_api_values
 tests_stats_stats_api_values_SOURCES = tests/stats/stats_api_values.c
