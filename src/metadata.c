@@ -233,26 +233,42 @@ void mb_meta_free(void *p, size_t n)
 	}
 }
 
+static int any_dirty(const struct meta_chunk *c, size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++)
+		if (bit(c->dirty_map, i))
+			return 1;
+	return 0;
+}
+
+/* Only whole pages of the system can go back (16 or 64 KiB on some
+ * systems; chunks are aligned to 2 MiB): each run of free pages is cut to
+ * the system pages inside it, and those that hold a dirty page are
+ * released; a free page that shares a system page with one in use stays. */
 size_t mb_meta_release(int *failed)
 {
-	size_t released = 0;
+	size_t released = 0, sys = mb_os_page_size() / PAGE;
 	*failed = 0;
 	for (struct meta_chunk *c = chunks; c; c = c->next) {
 		for (size_t i = HEADER_PAGES; i < CHUNK_PAGES;) {
-			if (!bit(c->free_map, i) || !bit(c->dirty_map, i)) {
+			if (!bit(c->free_map, i)) {
 				i++;
 				continue;
 			}
 			size_t j = i;
-			while (j < CHUNK_PAGES && bit(c->free_map, j) && bit(c->dirty_map, j))
+			while (j < CHUNK_PAGES && bit(c->free_map, j))
 				j++;
-			if (mb_os_release(page_addr(c, i), (j - i) * PAGE) != 0) {
+			size_t lo = (i + sys - 1) / sys * sys, hi = j / sys * sys;
+			i = j;
+			if (lo >= hi || !any_dirty(c, lo, hi))
+				continue;
+			if (mb_os_release(page_addr(c, lo), (hi - lo) * PAGE) != 0) {
 				*failed = 1;
 				return released; /* the pages stay dirty; later */
 			}
-			set_bits(c->dirty_map, i, j - i, 0);
-			released += j - i;
-			i = j;
+			for (size_t k = lo; k < hi; k++)
+				released += bit(c->dirty_map, k);
+			set_bits(c->dirty_map, lo, hi - lo, 0);
 		}
 	}
 	return released;

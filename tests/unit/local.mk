@@ -16,6 +16,11 @@ tests_unit_test_buddy_random_CFLAGS = $(unit_cflags)
 tests_unit_test_meta_SOURCES = tests/unit/test_meta.c tests/unit/testutil.h
 tests_unit_test_meta_LDADD = $(unit_ldadd)
 tests_unit_test_meta_CFLAGS = $(unit_cflags)
+check_PROGRAMS += tests/unit/test_meta_16k
+TESTS += tests/unit/test_meta_16k
+tests_unit_test_meta_16k_SOURCES = tests/unit/test_meta.c tests/unit/testutil.h
+tests_unit_test_meta_16k_LDADD = $(unit_ldadd)
+tests_unit_test_meta_16k_CFLAGS = $(unit_cflags) -DTEST_SYSTEM_PAGE=16384
 tests_unit_test_out_SOURCES = tests/unit/test_out.c tests/unit/testutil.h
 tests_unit_test_out_LDADD = $(unit_ldadd)
 tests_unit_test_out_CFLAGS = $(unit_cflags)
