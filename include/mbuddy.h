@@ -56,7 +56,9 @@ struct mbuddy_stats {
 int mbuddy_stats_get(struct mbuddy_stats *st);
 /* Write the report to a file descriptor in MBUDDY_STATS_TEXT or _JSON. */
 int mbuddy_stats_print(int fd, int format);
-/* The type owning the pageblock that holds live allocation p, or -1. */
+/* The reclaim type live allocation p was made with (the slab or large
+ * object holding it), or -1. With fallbacks, the pageblock around it may
+ * belong to another type. */
 int mbuddy_pointer_type(const void *p);
 
 /* Give every allocation of this thread the type `type` (or, with -1, let

@@ -70,8 +70,17 @@ EXPORT int mbuddy_pointer_type(const void *p)
 		return -1;
 	mb_heap_lock();
 	size_t idx = mb_buddy_page_index(b, p);
+	size_t pb = idx >> b->pb_order;
 	int allocated = mb_buddy_page_allocated(b, idx);
-	int type = mb_buddy_pb_type(b, idx >> b->pb_order);
+	/* The type the allocation asked for: a reclaimable slab may sit in a
+	 * free block of another type's pageblock (mbuddy(7), Fallback order). */
+	const struct mb_page *m = &b->pages[idx];
+	int records = (b->pb_flags[pb] & MB_PBF_RECORDS) != 0;
+	int type = mb_buddy_pb_type(b, pb);
+	if (records && m->kind == MB_KIND_SLAB)
+		type = mb_key_type((int)m->user32);
+	else if (m->state == MB_PG_ALLOC)
+		type = m->type;
 	mb_heap_unlock();
 	if (!allocated)
 		return -1;

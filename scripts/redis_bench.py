@@ -175,8 +175,7 @@ def summarise_stats(d):
     sites = [{k: s.get(k) for k in ("type", "lane", "samples", "sampled_bytes", "freed_samples",
                                     "mean_lifetime_bytes", "wrapper", "deep", "frames")}
              for s in d.get("sites", [])]
-    return {"types": types, "sites": sites, "heap": d.get("heap"),
-            "taken_over": d.get("counters", {}).get("pageblocks_taken_over")}
+    return {"types": types, "sites": sites, "heap": d.get("heap")}
 
 
 def run_server(name, preload, extra_env, args, streams, tmp):
@@ -288,7 +287,7 @@ def render(data):
                 x = s["types"].get(t, {})
                 L.append(f"| {t} | {x.get('objects')} | {x.get('pageblocks')} | "
                          f"{x.get('used_pages')} | {x.get('fallbacks')} |")
-            L.append(f"\npageblocks taken over: {s.get('taken_over')}\n")
+            L.append("")
             if s["sites"]:
                 L.append("| type | lane | samples | sampled MiB | freed | mean lifetime MiB | "
                          "flags | frames |")

@@ -463,68 +463,46 @@ static long take_global(struct mb_buddy *b, unsigned order, int type)
 	return (long)idx;
 }
 
-/* Retype pageblock pb to `to`, moving its free blocks to to's lists:
- * move_freepages_block() of later kernels. */
-static void take_over_pageblock(struct mb_buddy *b, size_t pb, int to)
+/* The first free block of order >= order on type t's lists, taken and
+ * split for type `type` (its upper halves stay on t's lists: the pageblock
+ * keeps its owner). -1 if t has none. */
+static long take_from_type(struct mb_buddy *b, unsigned order, int t, int type)
 {
-	int from = mb_buddy_pb_type(b, pb);
-	size_t first = pb << b->pb_order, end = first + b->pb_pages;
-	for (size_t i = first; i < end;) {
-		struct mb_page *p = &b->pages[i];
-		if (p->state == MB_PG_FREE) {
-			unsigned o = p->order;
-			list_del(b, &b->free_area[from][o], (uint32_t)i);
-			add_free_block(b, i, o, to, 0);
-			i += (size_t)1 << o;
-		} else if (p->state == MB_PG_ALLOC) {
-			i += p->npages;
-		} else if (p->state == MB_PG_PURGING) {
-			i += (size_t)1 << p->order; /* goes back to the new owner */
-		} else {
-			i++; /* the tail of a run that started in an earlier pageblock */
-		}
-	}
-	set_pb_type(b, pb, to);
-	b->pb_owned[from]--;
-	b->pb_owned[to]++;
-	b->count.pageblocks_taken_over++;
-}
-
-/* __rmqueue of the patch: the type's own lists, then one whole pageblock
- * from the global pool, then the other types' lists in fallback order.
- * A fallback into a pageblock that is at least half free takes the whole
- * pageblock over, as later kernels do (steal_suitable_fallback): the
- * requester's objects then fill it, and the previous owner's that still
- * live there free into the requester's lists, instead of both types
- * mixing in the pageblock for good. This is how a site whose type changed
- * (a cache first taken for pinned data) ends up owning the pageblocks its
- * old objects leave behind. */
-static long rmqueue(struct mb_buddy *b, unsigned order, int type)
-{
-	for (int i = 0; i < MB_NTYPES; i++) {
-		int t = mb_fallback_order[type][i];
-		for (unsigned o = order; o < b->pb_order; o++) {
-			struct mb_free_area *a = &b->free_area[t][o];
-			if (a->head == MB_NIL)
-				continue;
-			uint32_t idx = a->head;
-			size_t pb = idx >> b->pb_order;
-			if (i > 0 && 2 * (b->pb_pages - b->pb_used[pb]) >= b->pb_pages) {
-				take_over_pageblock(b, pb, type);
-				t = type;
-				a = &b->free_area[type][o];
-			}
-			if (i > 0)
-				b->count.fallbacks[type]++;
-			return take_block(b, a, idx, order, o, t);
-		}
-		if (i == 0) {
-			long idx = take_global(b, order, type);
-			if (idx >= 0)
-				return idx;
-		}
+	for (unsigned o = order; o < b->pb_order; o++) {
+		struct mb_free_area *a = &b->free_area[t][o];
+		if (a->head == MB_NIL)
+			continue;
+		if (t != type)
+			b->count.fallbacks[type]++;
+		return take_block(b, a, a->head, order, o, t);
 	}
 	return -1;
+}
+
+/* __rmqueue of the patch, with two changes that the generated workloads
+ * of `make sweep` chose (doc/design.md, "Placement"):
+ * - KernNoRclm, whose objects live long, keeps the patch's order: its own
+ *   lists, a whole pageblock from the global pool, then the others' lists.
+ *   The reclaimable types use free blocks inside the other types'
+ *   pageblocks before they take a pageblock from the pool: their objects
+ *   die soon and give those holes back, while every pageblock they take
+ *   from the pool is one fewer whole block for a large request.
+ * - A fallback never changes a pageblock's owner: the borrowed block is
+ *   freed back into its owner's lists. Retyping a mostly free pageblock,
+ *   as later kernels do, stranded its free space in the new owner's
+ *   lists. */
+static long rmqueue(struct mb_buddy *b, unsigned order, int type)
+{
+	long idx = take_from_type(b, order, type, type);
+	if (idx >= 0)
+		return idx;
+	int borrow_first = type != MB_KERNNORCLM;
+	if (!borrow_first && (idx = take_global(b, order, type)) >= 0)
+		return idx;
+	for (int i = 1; i < MB_NTYPES; i++)
+		if ((idx = take_from_type(b, order, mb_fallback_order[type][i], type)) >= 0)
+			return idx;
+	return borrow_first ? take_global(b, order, type) : -1;
 }
 
 /* Take global pageblock pb into a run (or the growth of an allocation)

@@ -88,7 +88,6 @@ struct mb_buddy_counters {
 	uint64_t failures[MB_NTYPES]; /* requests that found no memory */
 	uint64_t released_pageblocks; /* pageblocks handed back to the kernel */
 	uint64_t release_failures;    /* madvise calls that failed */
-	uint64_t pageblocks_taken_over; /* fallbacks that retyped a mostly free pageblock */
 };
 
 /* Users of mb_buddy_alloc_home() (the slab layer's keys). */

@@ -26,8 +26,6 @@ const struct mb_stats_field mb_stats_fields[] = {
 	{ "counters", "released_pageblocks", "pageblocks returned to kernel", MB_BLOCK_COUNTERS, 0,
 	  SNAP(count.released_pageblocks), 0 },
 	{ "counters", "release_failures", NULL, MB_BLOCK_NONE, 0, SNAP(count.release_failures), 0 },
-	{ "counters", "pageblocks_taken_over", "pageblocks taken over", MB_BLOCK_COUNTERS, 0,
-	  SNAP(count.pageblocks_taken_over), 0 },
 	{ "counters", "calloc_zero_skips", "calloc clears skipped", MB_BLOCK_COUNTERS, 0, SNAP(calloc_zero_skips), 0 },
 	{ "counters", "realloc_inplace_grows", "realloc in place (grow/shrink)", MB_BLOCK_COUNTERS, MB_FIELD_PAIR,
 	  SNAP(inplace_grows), 0 },

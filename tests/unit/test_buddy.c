@@ -145,32 +145,7 @@ static void test_homes_keep_users_apart(void)
 	test_buddy_free_region(&B);
 }
 
-/* A fallback into a pageblock that is more than half used does not take
- * it over: the page is served and counted, the owner stays. */
-static void test_fallback_keeps_busy_pageblock(void)
-{
-	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
-	long held[2 * 64 + 8];
-	int nheld = 0;
-	/* KernRclm takes pageblock 0 and uses 3/4 of it; UserRclm fills
-	 * pageblock 1. */
-	size_t quarter = B.pb_pages / 4;
-	for (size_t i = 0; i < 3; i++)
-		held[nheld++] = alloc_ok(&B, quarter, MB_KERNRCLM);
-	held[nheld++] = alloc_ok(&B, B.pb_pages, MB_USERRCLM);
-	CHECK(B.nr_global == 0);
-	long x = alloc_ok(&B, 1, MB_USERRCLM);
-	CHECK(mb_buddy_pb_type(&B, (size_t)x >> B.pb_order) == MB_KERNRCLM);
-	CHECK(B.count.fallbacks[MB_USERRCLM] == 1 && B.count.pageblocks_taken_over == 0);
-	held[nheld++] = x;
-	CHECK_BUDDY(&B);
-	for (int i = 0; i < nheld; i++)
-		free_ok(&B, held[i]);
-	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
-	test_buddy_free_region(&B);
-}
-
-/* Fill pageblock `pb` (owned by its type) completely with single pages. */
+/* Take single pages of type from its own lists until they are empty. */
 static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
 {
 	while (1) {
@@ -183,9 +158,52 @@ static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
 	}
 }
 
+/* Reclaimable types borrow free blocks inside other types' pageblocks
+ * before they take a pageblock from the pool; KernNoRclm takes from the
+ * pool first. No borrowing changes a pageblock's owner. */
+static void test_reclaimable_borrow_before_global(void)
+{
+	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN);
+	long held[64 + 8];
+	int nheld = 0;
+	long k = held[nheld++] = alloc_ok(&B, 1, MB_KERNNORCLM);
+	size_t pbk = (size_t)k >> B.pb_order;
+	CHECK(B.nr_global == 3 && B.count.global_steals == 1);
+
+	long u = held[nheld++] = alloc_ok(&B, 1, MB_USERRCLM);
+	long r = held[nheld++] = alloc_ok(&B, 1, MB_KERNRCLM);
+	CHECK(((size_t)u >> B.pb_order) == pbk && ((size_t)r >> B.pb_order) == pbk);
+	CHECK(B.nr_global == 3 && B.count.global_steals == 1);
+	CHECK(B.count.fallbacks[MB_USERRCLM] == 1 && B.count.fallbacks[MB_KERNRCLM] == 1);
+	CHECK(mb_buddy_pb_type(&B, pbk) == MB_KERNNORCLM && B.pb_owned[MB_KERNNORCLM] == 1);
+	CHECK(B.pb_owned[MB_USERRCLM] == 0 && B.pb_owned[MB_KERNRCLM] == 0);
+
+	/* A UserRclm pageblock with one free page, then KernNoRclm's own
+	 * lists emptied: KernNoRclm takes a new pageblock from the pool, not
+	 * the UserRclm page. */
+	long w = held[nheld++] = alloc_ok(&B, B.pb_pages - 1, MB_USERRCLM);
+	size_t pbw = (size_t)w >> B.pb_order;
+	CHECK(mb_buddy_pb_type(&B, pbw) == MB_USERRCLM && B.nr_global == 2);
+	fill_own_lists(&B, MB_KERNNORCLM, held, &nheld);
+	long y = held[nheld++] = alloc_ok(&B, 1, MB_KERNNORCLM);
+	CHECK(((size_t)y >> B.pb_order) != pbw && ((size_t)y >> B.pb_order) != pbk);
+	CHECK(B.count.fallbacks[MB_KERNNORCLM] == 0 && B.nr_global == 1);
+	CHECK(B.free_area[MB_USERRCLM][0].nr_free == 1);
+
+	/* The borrowed pages free into their owner's lists, and every
+	 * pageblock drains back to the pool. */
+	free_ok(&B, u);
+	CHECK(B.free_area[MB_USERRCLM][0].nr_free == 1 && B.pb_owned[MB_USERRCLM] == 1);
+	for (int i = 0; i < nheld; i++)
+		if (held[i] != u)
+			free_ok(&B, held[i]);
+	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
+
 /* With the pool empty, each type falls back to the others' lists in the
- * patch's order, and every fallback is counted. A fallback into a mostly
- * free pageblock takes the pageblock over. */
+ * patch's order; every fallback is counted and no pageblock changes its
+ * owner, however free it is. */
 static void test_fallback_order(void)
 {
 	for (int type = 0; type < MB_NTYPES; type++) {
@@ -193,29 +211,31 @@ static void test_fallback_order(void)
 		long held[3 * 64 + 8];
 		int nheld = 0;
 		long first[MB_NTYPES];
-		/* One pageblock per type, then the pool is empty. */
+		/* One pageblock per type, all but one page in use, then the
+		 * pool is empty. */
 		for (int t = 0; t < MB_NTYPES; t++)
-			first[t] = held[nheld++] = alloc_ok(&B, 1, t);
+			first[t] = held[nheld++] = alloc_ok(&B, B.pb_pages - 1, t);
 		CHECK(B.nr_global == 0);
-		fill_own_lists(&B, type, held, &nheld);
+		for (int t = 0; t < MB_NTYPES; t++)
+			CHECK(B.pb_owned[t] == 1 && B.free_area[t][0].nr_free == 1);
+		long own = held[nheld++] = alloc_ok(&B, 1, type);
+		CHECK((own >> B.pb_order) == (first[type] >> B.pb_order));
+		CHECK(B.count.fallbacks[type] == 0);
 
 		int f1 = mb_fallback_order[type][1], f2 = mb_fallback_order[type][2];
 		long x = alloc_ok(&B, 1, type);
 		CHECK((x >> B.pb_order) == (first[f1] >> B.pb_order));
 		CHECK(B.count.fallbacks[type] == 1);
-		/* f1's pageblock held one page: it is now type's. */
-		CHECK(mb_buddy_pb_type(&B, (size_t)x >> B.pb_order) == type);
-		CHECK(B.count.pageblocks_taken_over == 1);
-		CHECK(B.pb_owned[type] == 2 && B.pb_owned[f1] == 0);
+		CHECK(mb_buddy_pb_type(&B, (size_t)x >> B.pb_order) == f1);
 		held[nheld++] = x;
-		fill_own_lists(&B, type, held, &nheld);
 
 		long y = alloc_ok(&B, 1, type);
 		CHECK((y >> B.pb_order) == (first[f2] >> B.pb_order));
 		CHECK(B.count.fallbacks[type] == 2);
-		CHECK(B.count.pageblocks_taken_over == 2);
+		CHECK(mb_buddy_pb_type(&B, (size_t)y >> B.pb_order) == f2);
 		held[nheld++] = y;
-		fill_own_lists(&B, type, held, &nheld);
+		for (int t = 0; t < MB_NTYPES; t++)
+			CHECK(B.pb_owned[t] == 1);
 
 		/* Everything is full: the request fails and nothing changes. */
 		CHECK(mb_buddy_alloc(&B, 1, type, NULL) == -1);
@@ -225,7 +245,7 @@ static void test_fallback_order(void)
 		/* A page taken by fallback is freed into its pageblock owner's
 		 * lists, and the pageblocks still drain back to the pool. */
 		free_ok(&B, x);
-		CHECK(B.free_area[type][0].nr_free == 1);
+		CHECK(B.free_area[f1][0].nr_free == 1);
 		for (int i = 0; i < nheld; i++)
 			if (held[i] != x)
 				free_ok(&B, held[i]);
@@ -638,7 +658,7 @@ int main(void)
 	RUN(test_steal_reserves_pageblock);
 	RUN(test_free_everything_returns_pool);
 	RUN(test_fallback_order);
-	RUN(test_fallback_keeps_busy_pageblock);
+	RUN(test_reclaimable_borrow_before_global);
 	RUN(test_homes_keep_users_apart);
 	RUN(test_multi_pageblock_runs);
 	RUN(test_exhaustion);
