@@ -777,6 +777,14 @@ static void symbolize(void *pc, char *out, size_t len)
 
 #define TOP_SITES 20
 
+/* A site that is no wrapper is listed once: its deeper sites count the
+ * same samples again and decide nothing. A wrapper is listed with the
+ * callers behind it (its deeper sites), which split its samples. */
+static int site_listed(const struct mb_site *s)
+{
+	return !s->is_deep || (atomic_load(&s->parent->flags) & MB_SITE_WRAPPER) != 0;
+}
+
 void mb_classify_write_sites(struct mb_out *o, int json)
 {
 	if (!mb_classify_ready)
@@ -789,7 +797,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 	for (struct mb_site *t = mb_sites; t; t = t == mb_sites ? deep_sites : NULL) {
 		for (uint32_t i = 0; i < MB_SITE_CAP; i++) {
 			struct mb_site *s = &t[i];
-			if (!atomic_load(&s->key) || !s->samples)
+			if (!atomic_load(&s->key) || !s->samples || !site_listed(s))
 				continue;
 			int pos = n < TOP_SITES ? n++ : TOP_SITES;
 			while (pos > 0 && top[pos - 1]->sampled_bytes < s->sampled_bytes) {
@@ -806,7 +814,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 	mb_lock_release(&site_lock);
 
 	if (!json)
-		mb_out_fmt(o, "Call sites (top %d by sampled bytes; 'deep' rows are seen through a wrapper)\n"
+		mb_out_fmt(o, "Call sites (top %d by sampled bytes; the 'D' rows split a wrapper's row by the callers behind it)\n"
 			      "  %-10s %4s %7s %10s %13s %6s %6s  %s\n", TOP_SITES, "type", "lane", "samples", "bytes", "lifetime",
 			   "freed", "flags", "frames (function+offset (library))");
 	for (int i = 0; i < n; i++) {

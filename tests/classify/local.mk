@@ -5,8 +5,8 @@ classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
 check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
-	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test
-EXTRA_DIST += tests/classify/classify_common.h tests/classify/rules_override.env \
+	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test tests/classify/site-rows.test
+EXTRA_DIST += tests/classify/classify_common.h tests/classify/site-rows.test tests/classify/rules_override.env \
 	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test
 
