@@ -6,7 +6,11 @@
  * and length, for the next allocation of that length, as jemalloc's
  * thread cache keeps its large classes up to 32 KiB; and like the bins of
  * small objects, an empty bin takes half a bin of runs from the buddy and a
- * full one gives half back, each in one heap-lock section. */
+ * full one gives half back, each in one heap-lock section. A bin that
+ * allocations and frees reach at random does a random walk between empty
+ * and full, which takes about (cap / 2)^2 calls: sixteen runs rather than
+ * eight take the heap lock four times less often (glibc-thread-like sizes
+ * of 8 B - 32 KiB: 6.4 -> 1.7 acquisitions per 1,000 mallocs). */
 #ifndef MB_RUNCACHE_H
 #define MB_RUNCACHE_H
 
@@ -19,8 +23,8 @@
 #define MB_RUN_MAX ((size_t)32 << 10)
 #define MB_RUN_MIN_PAGES (MB_SMALL_MAX / MB_PAGE_SIZE + 1)
 #define MB_RUN_LENGTHS (MB_RUN_MAX / MB_PAGE_SIZE - MB_RUN_MIN_PAGES + 1)
-#define MB_RUN_CAP 8                    /* runs per (type, length) */
-#define MB_RUN_BUDGET ((size_t)1 << 20) /* bytes of runs per thread */
+#define MB_RUN_CAP 16                   /* runs per (type, length) */
+#define MB_RUN_BUDGET ((size_t)2 << 20) /* bytes of runs per thread */
 
 struct mb_runbin {
 	uint32_t n;
