@@ -49,6 +49,9 @@ struct mbuddy_stats {
 	struct mbuddy_type_stats types[3];
 	double unusable_free_space[MBUDDY_MAX_ORDERS];
 	double fragmentation_index[MBUDDY_MAX_ORDERS];
+	unsigned long long peak_resident_bytes;  /* high-water mark of RSS */
+	unsigned long long peak_live_bytes;      /* highest live_bytes sampled */
+	int served;        /* 0: the process's malloc is not libmbuddy's */
 };
 
 /* Fill *st with a snapshot of the heap. Returns 0, or -1 if the heap could

@@ -6,6 +6,15 @@
 #include <stddef.h>
 
 void cfree(void *p);
+
+/* This library's own malloc, free, calloc and realloc (malloc_api.c). */
+void *mb_own_malloc(size_t n);
+void mb_own_free(void *p);
+void *mb_own_calloc(size_t nmemb, size_t size);
+void *mb_own_realloc(void *p, size_t n);
+/* Whether the process's malloc family is ours; if not, tell the report
+ * (served.c). Once, at start, with the heap ready. */
+void mb_check_served(void);
 void free_sized(void *p, size_t n);
 void free_aligned_sized(void *p, size_t align, size_t n);
 struct mallinfo __libc_mallinfo(void);

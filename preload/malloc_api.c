@@ -28,7 +28,8 @@
  * first) and the first allocation finds the heap ready. */
 __attribute__((constructor(101))) static void heap_init_early(void)
 {
-	mb_process_init();
+	if (mb_process_init() == 0)
+		mb_check_served();
 }
 
 /* malloc when the call site needs the classifier's slow path. */
@@ -94,6 +95,20 @@ EXPORT void *realloc(void *p, size_t n)
 {
 	return realloc_for(p, n, CALLER, "realloc");
 }
+
+/* Our own definitions, bound inside this library: the address of malloc
+ * taken here is the one the process resolves, which may be another's
+ * (served.c). */
+#if defined(__has_attribute) && __has_attribute(copy)
+#define OWN_ATTRS(name) alias(#name), visibility("hidden"), copy(name)
+#else
+#define OWN_ATTRS(name) alias(#name), visibility("hidden")
+#endif
+#define OWN(name) extern __typeof(name) mb_own_##name __attribute__((OWN_ATTRS(name)))
+OWN(malloc);
+OWN(free);
+OWN(calloc);
+OWN(realloc);
 
 EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 {

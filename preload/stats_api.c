@@ -27,6 +27,7 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->max_order = s.max_order;
 	st->pageblock_bytes = s.pb_bytes;
+	st->served = (int)s.served;
 	/* Every other field comes from the report's tables (stats_fields.h). */
 	for (size_t i = 0; i < mb_stats_nfields; i++) {
 		const struct mb_stats_field *f = &mb_stats_fields[i];

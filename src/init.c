@@ -61,8 +61,8 @@ static void fork_child(void)
 	mb_background_fork_child();
 	mb_classify_fork_child();
 	mb_profile_fork_child();
-	mb_stats_fork_child();
 	mb_tcache_fork_child();
+	mb_stats_fork_child(); /* reads the counters the caches have set right */
 }
 
 /* ---- threads ---- */
@@ -116,6 +116,7 @@ static void on_report_signal(int sig)
 
 void mb_deferred_poll(void)
 {
+	mb_stats_sample_peak();
 	if (!report_requested)
 		return;
 	report_requested = 0;
@@ -187,7 +188,8 @@ int mb_process_init(void)
 __attribute__((destructor)) static void process_exit(void)
 {
 	/* A program that never allocated still gets the report it asked for. */
-	if (mb_process_state == MB_PROCESS_NEW && secure_getenv("MBUDDY_STATS"))
+	if (mb_process_state == MB_PROCESS_NEW &&
+	    (secure_getenv("MBUDDY_STATS") || secure_getenv("MBUDDY_STATS_JSON_FILE")))
 		mb_process_init();
 	if (mb_process_state != MB_PROCESS_READY)
 		return;

@@ -200,7 +200,7 @@ static const char *env(const char *name)
  * its environment (setenv, clearenv, a process title written over environ)
  * long before the exit report and the profile are written. Static, since
  * initialisation runs inside the first malloc. */
-static char stats_value[PATH_MAX], profile_value[PATH_MAX], rules_value[4096];
+static char stats_value[PATH_MAX], json_file_value[PATH_MAX], profile_value[PATH_MAX], rules_value[4096];
 
 static const char *env_copy(const char *name, char *buf, size_t len)
 {
@@ -331,6 +331,9 @@ void mb_options_init(void)
 	opt_heap_size();
 	opt_words();
 	opt_stats();
+	mb_opt.stats_json_file = env_copy("MBUDDY_STATS_JSON_FILE", json_file_value, sizeof json_file_value);
+	if (opt_uint("MBUDDY_STATS_PID", 1, INT_MAX, "a process id", 0, &u))
+		mb_opt.stats_pid = (int)u;
 	const char *v = env("MBUDDY_STATS_SIGNAL");
 	if (v)
 		mb_opt.stats_signal = parse_signal(v);

@@ -17,6 +17,8 @@ struct mb_options {
 	int stats_fd;           /* MBUDDY_STATS names a stream: 1 or 2; a path: -1 */
 	int stats_format;       /* MBUDDY_STATS_FORMAT */
 	int stats_signal;       /* MBUDDY_STATS_SIGNAL: 0 = none */
+	const char *stats_json_file; /* MBUDDY_STATS_JSON_FILE: a path for a JSON report at exit, or NULL */
+	int stats_pid;          /* MBUDDY_STATS_PID: the one process with exit reports; 0 = all */
 	uint64_t decay_ms;      /* MBUDDY_DECAY_MS */
 	int check;              /* MBUDDY_CHECK: 1 puts a canary after every object (canary.h) */
 	int background;         /* MBUDDY_BACKGROUND: 0 keeps the purge thread from starting */

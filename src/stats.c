@@ -129,14 +129,65 @@ static void write_locks(struct mb_out *o, int json)
 	mb_out_str(o, json ? "]," : "\n");
 }
 
-static void write_text(struct mb_out *o, const struct mb_snapshot *s)
+static const char *const trigger_names[] = {
+	[MB_TRIGGER_API] = "api",
+	[MB_TRIGGER_EXIT] = "exit",
+	[MB_TRIGGER_SIGNAL] = "signal",
+};
+
+static const char *const trigger_text[] = {
+	[MB_TRIGGER_API] = "asked for by mbuddy_stats_print()",
+	[MB_TRIGGER_EXIT] = "at exit",
+	[MB_TRIGGER_SIGNAL] = "asked for by MBUDDY_STATS_SIGNAL",
+};
+
+/* Now, in UTC, as 2026-12-03T10:11:12Z. By hand: gmtime_r() reads the
+ * time zone once, and allocates doing so. The date from days since
+ * 1970-01-01 in the proleptic Gregorian calendar, counted in eras of 400
+ * years from 0000-03-01. */
+static void time_stamp(char *out, size_t len)
 {
-	char prog[64];
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	long long t = ts.tv_sec, days = t / 86400, secs = t % 86400;
+	if (secs < 0) {
+		secs += 86400;
+		days--;
+	}
+	long long z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+	long long doe = z - era * 146097;                                      /* day of the era */
+	long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* year of the era */
+	long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* from March 1st */
+	long long mp = (5 * doy + 2) / 153, day = doy - (153 * mp + 2) / 5 + 1;
+	long long month = mp < 10 ? mp + 3 : mp - 9, year = yoe + era * 400 + (month <= 2);
+	snprintf(out, len, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ", year, month, day, secs / 3600, secs / 60 % 60,
+		 secs % 60);
+}
+
+/* Who wrote the report, when, why, and what its counters cover. */
+static void write_text_header(struct mb_out *o, const struct mb_snapshot *s, int trigger)
+{
+	char prog[64], when[64];
 	program_name(prog, sizeof prog);
+	time_stamp(when, sizeof when);
+	mb_out_fmt(o, REPORT_TEXT_HEAD "%d (%s), parent pid %d\n", (int)getpid(), prog, (int)getppid());
+	mb_out_fmt(o, "libmbuddy " PACKAGE_VERSION ", %s, written %s; counters since the %s", when,
+		   trigger_text[trigger], s->forked ? "fork" : "start");
+	if (s->forked)
+		mb_out_fmt(o, " from pid %d", s->forked_from);
+	mb_out_str(o, "\n");
+	if (!s->served)
+		mb_out_fmt(o, "NOT SERVED: this process calls the %s() of %s, not libmbuddy's: what it allocates "
+			      "that way bypasses libmbuddy, and this report counts only what reached libmbuddy\n",
+			   s->foreign_symbol, s->foreign_object);
+}
+
+static void write_text(struct mb_out *o, const struct mb_snapshot *s, int trigger)
+{
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
 	mb_stats_free_blocks(s, nr);
 
-	mb_out_fmt(o, REPORT_TEXT_HEAD "%d (%s)\n", (int)getpid(), prog);
+	write_text_header(o, s, trigger);
 	mb_out_fmt(o, "Heap of %.1f MiB in %zu pageblocks of %zu KiB (MAX_ORDER %u), classification %s\n\n",
 		   (double)s->region_bytes / (1 << 20), s->nblocks, s->pb_bytes >> 10, s->max_order,
 		   mb_opt.classify ? "auto" : "off");
@@ -241,10 +292,11 @@ static void write_json_fields(struct mb_out *o, const struct mb_snapshot *s)
 		mb_out_str(o, "},");
 }
 
-static void write_json(struct mb_out *o, const struct mb_snapshot *s)
+static void write_json(struct mb_out *o, const struct mb_snapshot *s, int trigger)
 {
-	char prog[64];
+	char prog[64], when[64];
 	program_name(prog, sizeof prog);
+	time_stamp(when, sizeof when);
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
 	mb_stats_free_blocks(s, nr);
 
@@ -253,6 +305,14 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 	mb_out_fmt(o, ",\"max_order\":%u" REPORT_JSON_MARK "%u,\"page_bytes\":%zu,\"pageblock_bytes\":%zu,"
 		      "\"pageblocks_total\":%zu,\"classify\":\"%s\",",
 		   s->max_order, s->pb_order, MB_PAGE_SIZE, s->pb_bytes, s->nblocks, mb_opt.classify ? "auto" : "off");
+	mb_out_fmt(o, "\"ppid\":%d,\"version\":\"" PACKAGE_VERSION "\",\"time\":\"%s\",\"trigger\":\"%s\","
+		      "\"counted_since\":\"%s\",\"forked_from\":%d,\"served\":%s,\"foreign_symbol\":",
+		   (int)getppid(), when, trigger_names[trigger], s->forked ? "fork" : "start", s->forked_from,
+		   s->served ? "true" : "false");
+	mb_out_json_str(o, s->served ? "" : s->foreign_symbol);
+	mb_out_str(o, ",\"foreign_object\":");
+	mb_out_json_str(o, s->served ? "" : s->foreign_object);
+	mb_out_str(o, ",");
 
 	mb_out_str(o, "\"types\":[");
 	for (int t = 0; t < MB_NTYPES; t++) {
@@ -293,23 +353,23 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s)
 }
 
 /* Under dump_lock. */
-static int write_report(int fd, int format)
+static int write_report(int fd, int format, int trigger)
 {
 	static struct mb_out out; /* 8 KiB kept off the stack */
 	static struct mb_snapshot snap;
 	mb_out_init(&out, fd);
 	mb_stats_snapshot(&snap);
 	if (format == MB_STATS_JSON)
-		write_json(&out, &snap);
+		write_json(&out, &snap, trigger);
 	else
-		write_text(&out, &snap);
+		write_text(&out, &snap, trigger);
 	return mb_out_flush(&out);
 }
 
 int mb_stats_write(int fd, int format)
 {
 	mb_lock_acquire(&dump_lock);
-	int rc = write_report(fd, format);
+	int rc = write_report(fd, format, MB_TRIGGER_API);
 	mb_lock_release(&dump_lock);
 	return rc;
 }
@@ -349,12 +409,13 @@ static int report_stream(void)
 	return mb_opt.stats ? mb_opt.stats_fd : STDERR_FILENO;
 }
 
-/* MBUDDY_STATS as a path, with every %p replaced by the pid; -1 if that
- * does not fit (a shortened path would name another file). */
-static int expand_path(char *path, size_t len)
+/* A path of MBUDDY_STATS or MBUDDY_STATS_JSON_FILE, with every %p replaced by
+ * the pid; -1 if that does not fit (a shortened path would name another
+ * file). */
+static int expand_path(const char *spec, char *path, size_t len)
 {
 	size_t n = 0;
-	for (const char *p = mb_opt.stats; *p; p++) {
+	for (const char *p = spec; *p; p++) {
 		if (n + 24 >= len) {
 			errno = ENAMETOOLONG;
 			return -1;
@@ -386,7 +447,7 @@ static int is_report(int fd, const char **why)
 /* The report goes to a new file at path, or replaces an earlier report
  * (through a temporary file renamed over it). Anything else at path is
  * refused, with *why saying why. Under dump_lock. */
-static int write_file(const char *path, const char **why)
+static int write_file(const char *path, int format, int trigger, const char **why)
 {
 	static struct mb_file f;
 	*why = NULL;
@@ -402,60 +463,87 @@ static int write_file(const char *path, const char **why)
 		if (!replace || mb_file_replace(&f, path, &st, 0600) < 0)
 			return -1;
 	}
-	if (write_report(f.fd, mb_opt.stats_format) != 0) {
+	if (write_report(f.fd, format, trigger) != 0) {
 		mb_file_abandon(&f);
 		return -1;
 	}
 	return mb_file_commit(&f, why);
 }
 
-static void dump_now(void)
+static void warn_once(int *reported, const char *path, const char *why)
 {
-	static char path[PATH_MAX]; /* under dump_lock */
+	if (*reported)
+		return;
+	*reported = 1;
+	if (why)
+		mb_warn("cannot write statistics to %s: it %s (a report is only written to a new file "
+			"or over an earlier report)", path, why);
+	else
+		mb_warn("cannot write statistics to %s: %s", path, strerror(errno));
+}
+
+/* A report to a file: spec is a path with %p for the pid. Under dump_lock. */
+static void dump_to_file(const char *spec, int format, int trigger, int *reported)
+{
+	static char path[PATH_MAX];
 	const char *why = NULL;
-	int saved = errno, rc;
+	if (expand_path(spec, path, sizeof path) != 0)
+		warn_once(reported, spec, NULL);
+	else if (write_file(path, format, trigger, &why) != 0)
+		warn_once(reported, path, why);
+}
+
+/* The report MBUDDY_STATS asks for: to its stream, or to its file. */
+static void dump_now(int trigger)
+{
+	int saved = errno;
 	mb_lock_acquire(&dump_lock);
 	if (report_stream() >= 0) {
 		int fd = stream_target();
 		/* No stream left: nowhere to write the report (nor, for
 		 * stderr, to warn). */
-		rc = fd < 0 ? 0 : write_report(fd, mb_opt.stats_format);
-		snprintf(path, sizeof path, "%s", report_stream() == STDOUT_FILENO ? "stdout" : "stderr");
+		if (fd >= 0 && write_report(fd, mb_opt.stats_format, trigger) != 0)
+			warn_once(&dump_error_reported, report_stream() == STDOUT_FILENO ? "stdout" : "stderr", NULL);
 	} else {
-		rc = expand_path(path, sizeof path);
-		if (rc == 0)
-			rc = write_file(path, &why);
-		else
-			snprintf(path, sizeof path, "%s", mb_opt.stats);
-	}
-	if (rc != 0 && !dump_error_reported) {
-		dump_error_reported = 1;
-		if (why)
-			mb_warn("cannot write statistics to %s: it %s (a report is only written to a new file "
-				"or over an earlier report)", path, why);
-		else
-			mb_warn("cannot write statistics to %s: %s", path, strerror(errno));
+		dump_to_file(mb_opt.stats, mb_opt.stats_format, trigger, &dump_error_reported);
 	}
 	mb_lock_release(&dump_lock);
 	errno = saved;
 }
 
+/* MBUDDY_STATS_PID names the one process that writes exit reports (the
+ * program a launcher started, through its execs); unset, every process. */
+static int reports_at_exit(void)
+{
+	return !mb_opt.stats_pid || mb_opt.stats_pid == (int)getpid();
+}
+
 void mb_stats_dump_at_exit(void)
 {
-	if (mb_opt.stats && !exit_dumped) {
-		exit_dumped = 1;
-		dump_now();
+	static int json_error_reported;
+	if (exit_dumped || !reports_at_exit())
+		return;
+	exit_dumped = 1;
+	if (mb_opt.stats)
+		dump_now(MB_TRIGGER_EXIT);
+	if (mb_opt.stats_json_file) {
+		int saved = errno;
+		mb_lock_acquire(&dump_lock);
+		dump_to_file(mb_opt.stats_json_file, MB_STATS_JSON, MB_TRIGGER_EXIT, &json_error_reported);
+		mb_lock_release(&dump_lock);
+		errno = saved;
 	}
 }
 
 void mb_stats_dump_requested(void)
 {
-	dump_now();
+	dump_now(MB_TRIGGER_SIGNAL);
 }
 
 void mb_stats_fork_child(void)
 {
 	mb_lock_after_fork_child(&dump_lock, 0);
+	mb_stats_snapshot_fork_child();
 }
 
 void mb_stats_init(void)

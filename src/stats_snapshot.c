@@ -6,7 +6,24 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+/* Counters as they were at the last fork, in the child: its report counts
+ * from there. Only cumulative counters; live bytes, pageblocks owned and
+ * the like are state and stay as inherited. */
+static struct {
+	struct mb_buddy_counters count;
+	uint64_t mallocs[MB_NTYPES], frees; /* per type */
+	uint64_t released_bytes, calloc_zero_skips, inplace_grows, inplace_shrinks;
+	int forked, forked_from;
+} since;
+
+/* Highest live bytes sampled, and when the last sample was taken. */
+static uint64_t peak_live, last_sample_ms;
+
+static int served_not;
+static char foreign_symbol[32], foreign_object[512];
 
 static uint64_t read_rss(void)
 {
@@ -19,11 +36,70 @@ static uint64_t read_rss(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-void mb_stats_snapshot(struct mb_snapshot *s)
+/* The kernel's high-water mark of this address space's RSS: VmHWM, which
+ * an exec starts anew (getrusage's ru_maxrss would carry the peak of the
+ * program that exec'd this one). */
+static uint64_t read_peak_rss(void)
+{
+	char buf[4096];
+	const char *p;
+	unsigned long long kib;
+	if (mb_read_small("/proc/self/status", buf, sizeof buf) > 0 && (p = strstr(buf, "\nVmHWM:")) &&
+	    sscanf(p + 7, "%llu", &kib) == 1)
+		return (uint64_t)kib << 10;
+	struct rusage ru;
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss << 10 : 0;
+}
+
+static uint64_t live_now(void)
+{
+	struct mb_counts c;
+	mb_tcache_sum_counts(&c);
+	return c.alloc_bytes > c.freed_bytes ? c.alloc_bytes - c.freed_bytes : 0;
+}
+
+static uint64_t raise_peak(uint64_t live)
+{
+	uint64_t p = __atomic_load_n(&peak_live, __ATOMIC_RELAXED);
+	while (live > p && !__atomic_compare_exchange_n(&peak_live, &p, live, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return live > p ? live : p;
+}
+
+/* At most once per tick of mb_now_ms()'s coarse clock (a few ms), in one
+ * thread: the sum walks every thread cache under their list's lock. */
+void mb_stats_sample_peak(void)
+{
+	uint64_t now = mb_now_ms(), last = __atomic_load_n(&last_sample_ms, __ATOMIC_RELAXED);
+	if (now == last || !__atomic_compare_exchange_n(&last_sample_ms, &last, now, 0, __ATOMIC_RELAXED,
+							 __ATOMIC_RELAXED))
+		return;
+	raise_peak(live_now());
+}
+
+static void since_fork(struct mb_snapshot *s)
+{
+	_Static_assert(sizeof(struct mb_buddy_counters) % sizeof(uint64_t) == 0, "bean counters are 64-bit");
+	uint64_t *now = (uint64_t *)&s->count;
+	const uint64_t *base = (const uint64_t *)&since.count;
+	for (size_t i = 0; i < sizeof(s->count) / sizeof(uint64_t); i++)
+		now[i] -= base[i];
+	for (int t = 0; t < MB_NTYPES; t++)
+		s->counts.mallocs[t] -= since.mallocs[t];
+	s->counts.frees -= since.frees;
+	s->released_bytes -= since.released_bytes;
+	s->calloc_zero_skips -= since.calloc_zero_skips;
+	s->inplace_grows -= since.inplace_grows;
+	s->inplace_shrinks -= since.inplace_shrinks;
+	s->forked = since.forked;
+	s->forked_from = since.forked_from;
+}
+
+/* What the heap holds and has counted, under its lock; allocations
+ * folded from slab keys to types. */
+static void read_heap(struct mb_snapshot *s)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	memset(s, 0, sizeof(*s));
-	s->rss_bytes = read_rss();
 	mb_heap_lock();
 	s->max_order = b->max_order;
 	s->pb_order = b->pb_order;
@@ -40,11 +116,6 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	s->global_resident = b->nr_dirty;
 	s->count = b->count;
 	mb_tcache_sum_counts(&s->counts);
-	/* Allocations are counted per slab key; the report shows types. */
-	for (int k = MB_NTYPES; k < MB_NKEYS; k++) {
-		s->counts.mallocs[mb_key_type(k)] += s->counts.mallocs[k];
-		s->counts.mallocs[k] = 0;
-	}
 	s->pages_allocated = b->pages_allocated;
 	s->slab_pages = mb_heap.slab_pages;
 	s->large_objects = mb_heap.large_objects;
@@ -57,6 +128,19 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	 * pageblocks has one, at its head). */
 	s->meta_bytes = mb_meta_resident() + b->nr_records * b->pb_pages * sizeof(struct mb_page);
 	mb_heap_unlock();
+	/* Allocations are counted per slab key; the report shows types. */
+	for (int k = MB_NTYPES; k < MB_NKEYS; k++) {
+		s->counts.mallocs[mb_key_type(k)] += s->counts.mallocs[k];
+		s->counts.mallocs[k] = 0;
+	}
+}
+
+void mb_stats_snapshot(struct mb_snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->rss_bytes = read_rss();
+	read_heap(s);
+	since_fork(s);
 	for (int t = 0; t < MB_NTYPES; t++) {
 		s->mallocs += s->counts.mallocs[t];
 		s->failures += s->count.failures[t];
@@ -65,6 +149,38 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	s->slab_bytes = s->slab_pages << MB_PAGE_SHIFT;
 	s->idle_pool_bytes = (uint64_t)s->global_resident * s->pb_bytes;
 	s->live_bytes = (int64_t)(s->counts.alloc_bytes - s->counts.freed_bytes);
+	s->peak_live_bytes = raise_peak(s->live_bytes > 0 ? (uint64_t)s->live_bytes : 0);
+	s->peak_rss_bytes = read_peak_rss();
+	s->served = !served_not;
+	s->foreign_symbol = foreign_symbol;
+	s->foreign_object = foreign_object;
+}
+
+void mb_stats_snapshot_fork_child(void)
+{
+	static struct mb_snapshot now; /* the child has one thread */
+	memset(&now, 0, sizeof now);
+	read_heap(&now);
+	since.count = now.count;
+	for (int t = 0; t < MB_NTYPES; t++)
+		since.mallocs[t] = now.counts.mallocs[t];
+	since.frees = now.counts.frees;
+	since.released_bytes = now.released_bytes;
+	since.calloc_zero_skips = now.calloc_zero_skips;
+	since.inplace_grows = now.inplace_grows;
+	since.inplace_shrinks = now.inplace_shrinks;
+	since.forked = 1;
+	since.forked_from = (int)getppid();
+	uint64_t live = now.counts.alloc_bytes - now.counts.freed_bytes;
+	__atomic_store_n(&peak_live, (int64_t)live > 0 ? live : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&last_sample_ms, 0, __ATOMIC_RELAXED);
+}
+
+void mb_stats_not_served(const char *symbol, const char *object)
+{
+	snprintf(foreign_symbol, sizeof foreign_symbol, "%s", symbol);
+	snprintf(foreign_object, sizeof foreign_object, "%s", object && *object ? object : "an unnamed object");
+	served_not = 1;
 }
 
 /* Free blocks of every type per order, and at the top order the global

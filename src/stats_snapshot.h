@@ -23,6 +23,13 @@ struct mb_snapshot {
 	uint64_t inplace_grows, inplace_shrinks;
 	size_t meta_bytes;
 	uint64_t rss_bytes;
+	uint64_t peak_live_bytes;    /* highest live_bytes sampled (mb_stats_sample_peak) */
+	uint64_t peak_rss_bytes;     /* the kernel's high-water mark of RSS */
+	uint64_t served;             /* 1: malloc reaches libmbuddy (mb_stats_not_served) */
+	const char *foreign_symbol;  /* served == 0: the first function that is not ours, */
+	const char *foreign_object;  /* and the object that defines it */
+	int forked;                  /* counters count since a fork (else since start) */
+	int forked_from;             /* the parent's pid at that fork */
 	/* Derived from the above, so that every field of the report is one
 	 * value here (stats_fields.h). */
 	uint64_t mallocs;            /* objects allocated, all types */
@@ -35,7 +42,23 @@ struct mb_snapshot {
  * global pool counts at the top order, for the pageblocks used so far. */
 void mb_stats_free_blocks(const struct mb_snapshot *s, uint64_t nr[MB_MAX_ORDER_MAX]);
 
-/* Take a snapshot (takes and releases the heap lock). */
+/* Take a snapshot (takes and releases the heap lock). Counters (the
+ * buddy's bean counters, objects allocated and freed, bytes returned, the
+ * calloc and realloc counts) count since the process started or, in a fork
+ * child, since the fork: children do not report their parent's work again. */
 void mb_stats_snapshot(struct mb_snapshot *s);
+
+/* Sample live bytes for the peak; cheap enough for slow paths, which call
+ * it through the lifecycle's deferred work. */
+void mb_stats_sample_peak(void);
+
+/* In a fork child, after every lock and thread cache has been set right:
+ * counters restart from here, the peak from the live bytes inherited. */
+void mb_stats_snapshot_fork_child(void);
+
+/* The process's `symbol` resolves to a definition in `object`, not to
+ * libmbuddy's: what it allocates through it is not served here. Strings
+ * are copied. Once, at start. */
+void mb_stats_not_served(const char *symbol, const char *object);
 
 #endif

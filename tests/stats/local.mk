@@ -38,3 +38,14 @@ tests_stats_stats_api_values_SOURCES = tests/stats/stats_api_values.c
 tests_stats_stats_api_values_LDADD = -ldl
 TESTS += tests/stats/stats-api.test
 EXTRA_DIST += tests/stats/stats-api.test
+
+# Counters since the fork, the peaks, the header, MBUDDY_STATS_PID; a
+# program whose own malloc wins over libmbuddy's.
+check_PROGRAMS += tests/stats/fork_counters tests/stats/own_malloc
+tests_stats_fork_counters_SOURCES = tests/stats/fork_counters.c
+tests_stats_fork_counters_LDADD = -ldl
+tests_stats_fork_counters_CFLAGS = $(AM_CFLAGS) -fno-builtin
+tests_stats_own_malloc_SOURCES = tests/stats/own_malloc.c
+tests_stats_own_malloc_CFLAGS = $(AM_CFLAGS) -fno-builtin
+TESTS += tests/stats/fork-counters.test tests/stats/not-served.test
+EXTRA_DIST += tests/stats/fork-counters.test tests/stats/not-served.test

@@ -53,6 +53,8 @@ int main(int argc, char **argv)
 	printf("global_refills %llu\n", st.global_refills);
 	printf("mallocs %llu\n", st.mallocs);
 	printf("frees %llu\n", st.frees);
+	printf("peak_live_bytes %llu\n", st.peak_live_bytes);
+	printf("served %d\n", st.served);
 	for (int t = 0; t < 3; t++) {
 		const struct mbuddy_type_stats *ts = &st.types[t];
 		printf("type%d.pageblocks %llu\n", t, ts->pageblocks);
