@@ -248,13 +248,17 @@ def import_pyplot():
     return plt, PatchCollection, Patch, Rectangle
 
 
+def no_matplotlib():
+    sys.stderr.write("%s: matplotlib is not available to %s: install python3-matplotlib "
+                     "(Debian) or run the script with a python3 that has it\n"
+                     % (PROG, sys.executable))
+    return 1
+
+
 def draw(rep, out, title, columns):
     mods = import_pyplot()
     if mods is None:
-        sys.stderr.write("%s: matplotlib is not available to %s: install python3-matplotlib "
-                         "(Debian) or run the script with a python3 that has it\n"
-                         % (PROG, sys.executable))
-        return 1
+        return no_matplotlib()
     plt, PatchCollection, Patch, Rectangle = mods
 
     blocks = rep["blocks"]
@@ -381,12 +385,19 @@ def draw(rep, out, title, columns):
 
 
 def main(argv=None):
+    global PROG
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--prog")
+    known, _ = pre.parse_known_args(argv)
+    if known.prog:
+        PROG = known.prog  # the name to show, when run as "mbuddy map"
     ap = argparse.ArgumentParser(
         prog=PROG,
         description="Draw the pageblocks of a libmbuddy JSON statistics report as a PNG map: "
                     "one cell per pageblock, coloured by owner type, shaded by fill.",
         epilog="Exit status: 0 written, 1 cannot draw or write, 2 bad usage or invalid report.")
-    ap.add_argument("input", help="JSON report (MBUDDY_STATS_FORMAT=json), or - for standard input")
+    ap.add_argument("input", nargs="?",
+                    help="JSON report (MBUDDY_STATS_FORMAT=json), or - for standard input")
     ap.add_argument("-o", "--output", metavar="OUT.png",
                     help="picture to write (default: the input name with .png, or heapmap.png)")
     ap.add_argument("--title", help="title to use instead of the program name and pid")
@@ -394,12 +405,19 @@ def main(argv=None):
                     help="which report of a file holding several, 0 for the first "
                          "(default: -1, the last)")
     ap.add_argument("--columns", type=int, metavar="N", help="cells per row (default: chosen from the count)")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that a picture can be drawn (matplotlib is there): exit 0, else 1")
+    ap.add_argument("--prog", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.input is None and not args.check:
+        ap.error("the JSON report to draw is missing")
     if args.columns is not None and not 1 <= args.columns <= 1024:
         ap.error("--columns must be from 1 to 1024")
 
     if argv is None:
         reexec_with_system_python()
+    if args.check:
+        return 0 if import_pyplot() is not None else no_matplotlib()
     try:
         rep = read_report(args.input, args.dump)
     except BadReport as e:
