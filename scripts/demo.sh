@@ -1,5 +1,6 @@
 #!/bin/sh
-# Build libmbuddy and run a real program under it with the statistics shown:
+# Build libmbuddy and run a real program under it through the mbuddy
+# launcher, with the statistics shown and the heap drawn:
 # python3 (with PYTHONMALLOC=malloc, so every object goes through malloc)
 # builds and drops a large dictionary of mixed-lifetime objects.
 set -e
@@ -12,9 +13,11 @@ if [ ! -x "$build/config.status" ]; then
 	(cd "$build" && "$top/configure" -q CFLAGS="-O2 -g")
 fi
 make -s -C "$build" -j"$(nproc)" >/dev/null
-lib="$build/.libs/libmbuddy.so"
-echo "== python3 under LD_PRELOAD=$lib, statistics on stderr =="
-LD_PRELOAD="$lib" MBUDDY_STATS=stderr PYTHONMALLOC=malloc python3 -c '
+# The launcher that make install puts in the PATH, run from the build tree:
+# it preloads the library built there, and only the program started (not
+# the commands of a wrapper script such as pyenv's) writes the report.
+echo "== python3 through $build/mbuddy: statistics on stderr, heap map in $build/demo-heap.png =="
+"$build/mbuddy" --map "$build/demo-heap.png" env PYTHONMALLOC=malloc python3 -c '
 import json
 pinned = [str(i) * 3 for i in range(20000)]           # lives to the end
 cache = {}
