@@ -23,6 +23,12 @@
 /* ---- sites ---- */
 
 #define MIN_EVIDENCE 3
+/* The type of a site without evidence. Not the patch's KernNoRclm: most
+ * allocations die, and a pageblock stolen for a cache that was taken for
+ * pinned data kept its holes from everyone but pinned data. As KernRclm,
+ * a site's first objects borrow holes before they steal pageblocks
+ * (buddy.c, rmqueue), and KernNoRclm holds only what proved long-lived. */
+#define UNSETTLED_TYPE MB_KERNRCLM
 #define LEARN_SAMPLES 24 /* a new site's first allocations are all sampled */
 
 struct mb_site *mb_sites;
@@ -244,7 +250,7 @@ static struct mb_site *deep_site(struct mb_site *s, void *ra, int create)
 		known = mb_profile_lookup(pkey, &pe) == 0;
 	}
 	mb_lock_acquire(&site_lock);
-	d = insert_locked(deep_sites, k, known ? pe.type : MB_KERNNORCLM);
+	d = insert_locked(deep_sites, k, known ? pe.type : UNSETTLED_TYPE);
 	if (d && !d->parent) {
 		d->parent = s;
 		d->is_deep = 1;
@@ -267,7 +273,7 @@ static int deep_verdict(const struct mb_site *d)
 {
 	int key = atomic_load_explicit(&d->slab_key, memory_order_relaxed);
 	if (d->n_short + d->n_medium + d->n_old < MIN_EVIDENCE)
-		key = (key & ~MB_TYPE_MASK) | MB_KERNNORCLM;
+		key = (key & ~MB_TYPE_MASK) | UNSETTLED_TYPE;
 	return key;
 }
 
@@ -284,7 +290,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 		struct mb_profile_entry pe;
 		int known = rt < 0 && mb_profile_lookup(pkey, &pe) == 0;
 		mb_lock_acquire(&site_lock);
-		s = insert_locked(mb_sites, (uintptr_t)ra, rt >= 0 ? rt : known ? pe.type : MB_KERNNORCLM);
+		s = insert_locked(mb_sites, (uintptr_t)ra, rt >= 0 ? rt : known ? pe.type : UNSETTLED_TYPE);
 		if (s) {
 			s->pkey = pkey;
 			if (rt >= 0) {
@@ -315,7 +321,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 		 * samples from older threads, and a wrapper's allocations get
 		 * the default type. */
 		in_classify = 0;
-		return (fl & MB_SITE_WRAPPER) ? MB_KERNNORCLM : type;
+		return (fl & MB_SITE_WRAPPER) ? UNSETTLED_TYPE : type;
 	}
 	if (fl & MB_SITE_LEARNING) {
 		if (atomic_fetch_sub(&s->learn_left, 1) <= 1)
@@ -357,7 +363,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 		/* Through a wrapper, the deeper site decides; one without
 		 * evidence yet gets the default, like any unseen site. */
 		if (fl & MB_SITE_WRAPPER)
-			type = d ? deep_verdict(d) : MB_KERNNORCLM;
+			type = d ? deep_verdict(d) : UNSETTLED_TYPE;
 		if (sample) {
 			mb_self.sample_countdown = next_countdown();
 			pending_site = s;
@@ -707,7 +713,7 @@ static void forget_locked(struct mb_site *s)
 {
 	s->n_short = s->n_medium = s->n_old = 0;
 	s->pkey = 0;
-	set_site_type(s, MB_KERNNORCLM);
+	set_site_type(s, UNSETTLED_TYPE);
 	atomic_store(&s->learn_left, LEARN_SAMPLES);
 	atomic_store(&s->flags, MB_SITE_LEARNING);
 }

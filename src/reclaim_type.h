@@ -13,7 +13,7 @@ enum mb_type {
  * two bits and a lane above them. Call sites are dealt out to the lanes of
  * their type in turn, so sites that appear one after another never share a
  * slab: a cache and the pinned data allocated beside it, both unsettled
- * and so both KernNoRclm, still fill different slabs, and the cache's slabs
+ * and so of the same type, still fill different slabs, and the cache's slabs
  * empty whole when it is dropped. Lane 0 also takes everything that has no
  * site (explicit types, hints, classification off). */
 #define MB_TYPE_MASK 0x3

@@ -9,6 +9,8 @@
 
 static volatile int stop;
 
+enum { PINNED_OR_UNSETTLED = -2 };
+
 static void *churn(void *arg)
 {
 	(void)arg;
@@ -30,7 +32,18 @@ static int run(const char *dir, const char *name, int want)
 	}
 	void *(*work)(int) = (void *(*)(int))dlsym(h, "lib_work");
 	void *p = work(20000);
-	int bad = expect_type(name, p, want);
+	int bad;
+	if (want == PINNED_OR_UNSETTLED) {
+		/* 20,000 small pinned objects are too little allocation to prove
+		 * them old: the site may still have the type of a site without
+		 * evidence, but never the short verdict of the library that had
+		 * the same address before. */
+		int got = pointer_type(p);
+		bad = got != 0 && got != 1;
+		printf("%-28s %d (want KernNoRclm, or KernRclm while unsettled)\n", name, got);
+	} else {
+		bad = expect_type(name, p, want);
+	}
 	/* What stays allocated belongs to the program now. */
 	dlclose(h);
 	return bad;
@@ -45,7 +58,7 @@ int main(int argc, char **argv)
 	int bad = 0;
 	for (int i = 0; i < 3; i++) {
 		bad += run(dir, "dlsite_short", 2);
-		bad += run(dir, "dlsite_pinned", 0);
+		bad += run(dir, "dlsite_pinned", PINNED_OR_UNSETTLED);
 	}
 	stop = 1;
 	pthread_join(t, NULL);
