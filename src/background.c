@@ -7,6 +7,7 @@
 #include "purge.h"
 
 #include <dirent.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -118,6 +119,31 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* Adds up the TLS segments of the loaded modules. */
+static int add_tls(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_TLS)
+			*(size_t *)data += info->dlpi_phdr[i].p_memsz + info->dlpi_phdr[i].p_align;
+	return 0;
+}
+
+/* The purge needs a few KiB of stack, the loader's lazy binding a few
+ * more. glibc carves a thread's static TLS out of the stack size it is
+ * given, so a program with large thread-local arrays would leave the
+ * thread almost none: it gets its own need plus every module's TLS.
+ * Untouched stack pages cost nothing resident. */
+#define PURGE_STACK_BYTES (64 * 1024)
+static size_t stack_bytes(void)
+{
+	size_t tls = 0;
+	dl_iterate_phdr(add_tls, &tls);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	/* Twice the segments: their alignment and glibc's surplus. */
+	return (PURGE_STACK_BYTES + 2 * tls + page - 1) & ~(page - 1);
+}
+
 static int start(void)
 {
 	pthread_condattr_t ca;
@@ -129,7 +155,7 @@ static int start(void)
 	pthread_attr_t a;
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 64 * 1024);
+	pthread_attr_setstacksize(&a, stack_bytes());
 	/* The thread inherits a full signal mask: no signal of the program
 	 * is ever delivered to it. */
 	sigset_t all, old;

@@ -16,6 +16,7 @@ preload_tests = \
 	tests/preload/dlopen_loop \
 	tests/preload/exhaustion \
 	tests/preload/background_purge \
+	tests/preload/purge_thread_tls \
 	tests/preload/overflow_metadata
 
 check_PROGRAMS += $(preload_tests) tests/preload/misuse
@@ -44,6 +45,10 @@ tests_preload_remote_free_LDADD = $(preload_ldadd)
 tests_preload_background_purge_SOURCES = tests/preload/background_purge.c tests/preload/ptest.h
 tests_preload_background_purge_CFLAGS = $(preload_cflags)
 tests_preload_background_purge_LDADD = $(preload_ldadd)
+
+tests_preload_purge_thread_tls_SOURCES = tests/preload/purge_thread_tls.c tests/preload/ptest.h
+tests_preload_purge_thread_tls_CFLAGS = $(preload_cflags)
+tests_preload_purge_thread_tls_LDADD = $(preload_ldadd)
 
 tests_preload_fork_threads_SOURCES = tests/preload/fork_threads.c tests/preload/ptest.h
 tests_preload_fork_threads_CFLAGS = $(preload_cflags)
