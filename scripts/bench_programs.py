@@ -777,6 +777,15 @@ PROGRAMS = [
 ]
 
 
+def extra_program(spec):
+    name, sep, cmd = spec.partition("=")
+    if not sep or not name or not cmd:
+        raise SetupError(f"--program wants NAME=COMMAND, not {spec!r}")
+    return Program(name, f"sh -c '{cmd}'", ("sh",), lambda data: "(none)",
+                   lambda ctx: ["sh", "-c", cmd], "sh and its children",
+                   scales=("full", "quick", "tiny"))
+
+
 # -------------------------------------------------------------- running
 
 def build_sampler(build_dir):
@@ -1296,6 +1305,9 @@ def parse_args(argv=None):
     ap.add_argument("--no-check-runs", action="store_true",
                     help="no served check runs (libmbuddy's reports are not asked for)")
     ap.add_argument("--list", action="store_true", help="list the programs and allocators")
+    ap.add_argument("--program", action="append", default=[], metavar="NAME=COMMAND",
+                    help="an extra program: a shell command run by sh -c in an empty "
+                    "directory, measured with its children (to try a candidate; repeatable)")
     args = ap.parse_args(argv)
     if args.reps is None:
         args.reps = 1 if (args.quick or args.tiny) else 3
@@ -1342,7 +1354,8 @@ def main(argv=None):
     scale = "tiny" if args.tiny else "quick" if args.quick else "full"
     lib = Path(args.lib).resolve()
     try:
-        programs = pick([p for p in PROGRAMS if scale in p.scales] if not args.only else PROGRAMS,
+        known = PROGRAMS + [extra_program(spec) for spec in args.program]
+        programs = pick([p for p in known if scale in p.scales] if not args.only else known,
                         args.only, "programs")
         allocs = pick(allocators(lib), args.allocators, "allocators")
     except SetupError as e:
