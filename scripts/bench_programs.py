@@ -21,7 +21,7 @@ The "best peer" of a figure is the lowest of glibc, jemalloc, mimalloc and
 tcmalloc.
 
 Programs (full size; --quick uses smaller inputs, noted in brackets)
-  git-blame    git blame -w -C HEAD -- mm/page_alloc.c        [mm/compaction.c]
+  git-blame    git blame -w -C HEAD -- mm/page_alloc.c
   git-log      git log -p --stat -n 150                        [-n 40]
   git-pack     git pack-objects --all --revs --stdout --no-reuse-delta
                --no-reuse-object --threads=1 --window=10 of the whole
@@ -37,15 +37,16 @@ Programs (full size; --quick uses smaller inputs, noted in brackets)
                80% deleted, then group-bys       [100,000 lines]
   perl-words   perl counting words and word pairs of 8 MB of the kernel's
                Documentation, most frequent printed   [2 MB]
-  redis        redis-server filled by redis-cli --pipe with 600,000 keys of
-               16 B-8 KiB, 80% deleted, 150,000 larger keys set, then
+  redis        redis-server filled by redis-cli --pipe with 400,000 keys of
+               16 B-8 KiB, 80% deleted, 100,000 larger keys set, then
                DEBUG DIGEST and DBSIZE             [100,000 keys]
   gxx          g++ -O1 -c googlemock's gmock-matchers.cc (package googletest)
                                                    [gtest-printers.cc -O0]
-  xz           xz -6 compressing 16 MB of kernel sources (a tar), piped into
-               xz -d                               [4 MB]
-  jq           jq grouping and sorting a 40 MB JSON description of kernel
-               C files (paths, line counts, includes, function names) [8 MB]
+  xz           xz -6 compressing 8 MB of kernel sources (net/, a tar), piped
+               into xz -d                          [2 MB]
+  jq           jq grouping and sorting a 10 MB JSON description of kernel
+               C files in drivers/ (paths, line counts, includes, function
+               names, common words)                [3 MB]
 Chosen because each spends its time in its own heap (objects of many
 sizes and lifetimes: git's object cache and delta windows, CPython's
 objects with PYTHONMALLOC=malloc, sqlite's page cache in a :memory:
@@ -73,7 +74,9 @@ reused; never timed; --quick data in a subdirectory of its own)
                re-indents a block (whitespace for blame -w). Random choices
                from a fixed seed, fixed author and dates: the same
                repository every time. Packed once (git repack -a -d).
-  Others       text derived from the same tree, from a fixed seed.
+  Others       text derived from the same tree, from a fixed seed. Each
+               name carries its size; a changed generator needs a new name
+               (or the cache removed).
 In --tiny mode (the machinery test) the text comes from Python's own
 library (/usr/lib/python3.11), the git repository is not made, and inputs
 are a few hundred KiB: it checks the script, not the allocators.
@@ -129,12 +132,14 @@ nothing could be run (no library, no program whose tools are installed).
 
 import argparse
 import datetime
+import fcntl
 import hashlib
 import json
 import math
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -208,6 +213,13 @@ class Data:
         self.scale = scale
         self.dir = self.root if scale == "full" else self.root / scale
         self.dir.mkdir(parents=True, exist_ok=True)
+        # One preparation at a time (a second run waits for the first).
+        self.lock = open(self.root / ".lock", "w")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"data: waiting for another run preparing {self.root}")
+            fcntl.flock(self.lock, fcntl.LOCK_EX)
 
     def path(self, name):
         return self.dir / name
@@ -409,7 +421,7 @@ def make_git_repo(data, tops, edits, target):
         log("data: git repack")
         run([*git, "repack", "-a", "-d", "-q"], env=env)
         run([*git, "prune"], env=env)
-    return data.make("kernel.git", build)
+    return data.make(f"kernel-{edits}e.git", build)
 
 
 GIT_SCALES = {
@@ -453,7 +465,7 @@ def sqlite_data(data):
                         n += 1
                         if n >= rows:
                             return
-    lines = data.make("sqlite-lines.txt", build_lines)
+    lines = data.make(f"sqlite-lines-{rows}.txt", build_lines)
 
     def build_sql(tmp):
         tmp.write_text(f"""\
@@ -470,7 +482,7 @@ SELECT count(*) AS n, text FROM lines WHERE length(trim(text)) > 3
   GROUP BY text ORDER BY n DESC, text LIMIT 40;
 SELECT path, count(*), max(lineno) FROM lines GROUP BY path ORDER BY 2 DESC, 1 LIMIT 40;
 """)
-    return data.make("sqlite.sql", build_sql)
+    return data.make(f"sqlite-{rows}.sql", build_sql)
 
 
 PERL_WORDS = r"""
@@ -495,13 +507,14 @@ printf "%8d %s\n", $pair{$_}, $_ for grep { defined } @tp[0 .. 199];
 
 def perl_data(data):
     limit = pick_scale(data.scale, 8 << 20, 2 << 20, 256 << 10)
+    name = f"perl-text-{limit >> 10}K.txt"
     if data.scale == "tiny":
-        return concat_text(data, "perl-text.txt", ("",), (".py",), limit)
-    return concat_text(data, "perl-text.txt", ("Documentation",), (".rst", ".txt"), limit)
+        return concat_text(data, name, ("",), (".py",), limit)
+    return concat_text(data, name, ("Documentation",), (".rst", ".txt"), limit)
 
 
 def xz_data(data):
-    limit = pick_scale(data.scale, 16 << 20, 4 << 20, 256 << 10)
+    limit = pick_scale(data.scale, 8 << 20, 2 << 20, 256 << 10)
     tops = ("net",) if data.scale != "tiny" else ("",)
     exts = (".c", ".h") if data.scale != "tiny" else (".py",)
     tree = data.kernel_tree()
@@ -513,7 +526,7 @@ def xz_data(data):
                 info.mtime, info.uid, info.gid, info.uname, info.gname = FIXED_DATE, 0, 0, "", ""
                 with open(p, "rb") as f:
                     tar.addfile(info, f)
-    return data.make("xz-input.tar", build)
+    return data.make(f"xz-input-{limit >> 10}K.tar", build)
 
 
 JQ_PROGRAM = r"""
@@ -566,7 +579,7 @@ def describe_file(rel, text):
 
 
 def jq_data(data):
-    limit = pick_scale(data.scale, 40 << 20, 8 << 20, 256 << 10)
+    limit = pick_scale(data.scale, 10 << 20, 3 << 20, 256 << 10)
     tops = ("drivers",) if data.scale != "tiny" else ("",)
     exts = (".c", ".h") if data.scale != "tiny" else (".py",)
     tree = data.kernel_tree()
@@ -586,11 +599,11 @@ def jq_data(data):
                 if size >= limit:
                     break
             out.write("]\n")
-    return data.make("jq-input.json", build)
+    return data.make(f"jq-input-{limit >> 10}K.json", build)
 
 
 def redis_data(data):
-    keys = pick_scale(data.scale, 600_000, 100_000, 5_000)
+    keys = pick_scale(data.scale, 400_000, 100_000, 5_000)
 
     def resp(*args):
         out = [f"*{len(args)}\r\n".encode()]
@@ -629,7 +642,7 @@ def redis_data(data):
                 n = size(rng, large)
                 o = rng.randrange(20000 - n)
                 f.write(resp("SET", f"new:{k:08d}", pad[o:o + n]))
-    return data.make("redis", build)
+    return data.make(f"redis-{keys}", build)
 
 
 # ------------------------------------------------------------- programs
@@ -729,9 +742,7 @@ def redis_driver(ctx, proc, out, deadline):
 
 PROGRAMS = [
     Program("git-blame", "git blame -w -C of mm/page_alloc.c", ("git",), git_repo,
-            lambda ctx: git_argv("blame", "-w", "-C", "HEAD", "--",
-                                 "mm/page_alloc.c" if ctx["scale"] == "full"
-                                 else "mm/compaction.c")(ctx),
+            git_argv("blame", "-w", "-C", "HEAD", "--", "mm/page_alloc.c"),
             "git"),
     Program("git-log", "git log -p --stat -n 150", ("git",), git_repo,
             lambda ctx: git_argv("log", "-p", "--stat", "-n",
@@ -791,7 +802,7 @@ def extra_program(spec):
 def build_sampler(build_dir):
     """treerss from treerss.c, statically linked; rebuilt when older."""
     build_dir.mkdir(parents=True, exist_ok=True)
-    exe = build_dir / "treerss"
+    exe = build_dir.resolve() / "treerss"
     src = HERE / "treerss.c"
     if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
         cc = os.environ.get("CC", "cc")
@@ -1250,8 +1261,9 @@ def write_markdown(data, summary, path):
         L.append("## Notes\n")
         L += [f"* {n}" for n in meta["notes"]]
         L.append("")
-    L.append("## Data\n")
-    L += [f"* {p['name']}: {p.get('data', '')}" for p in progs]
+    L.append("## Commands\n")
+    L.append(f"In {meta.get('data')}; RUNDIR is each run's own empty directory.\n")
+    L += [f"* {p['name']}: `{p.get('command', '')}`".replace("\n", " ") for p in progs]
     L.append("")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(L))
@@ -1268,6 +1280,12 @@ def report(args, data):
 
 
 # ------------------------------------------------------------------ main
+
+def show_command(argv):
+    """argv as a shell line, with the perl and jq programs named, not shown."""
+    scripts = {PERL_WORDS: "\"$PERL_WORDS\"", JQ_PROGRAM: "\"$JQ_PROGRAM\""}
+    return " ".join(scripts.get(a, shlex.quote(str(a))) for a in argv)
+
 
 def machine_info():
     cpu, mem = "unknown", ""
@@ -1432,7 +1450,7 @@ def main(argv=None):
         "allocators": [{"name": a.name, "preload": str(a.preload) if a.preload else None,
                         "env": a.env} for a in allocs],
         "programs": [{"name": p.name, "title": p.title, "measured": p.measured,
-                      "command": " ".join(str(x) for x in p.argv(
+                      "command": show_command(p.argv(
                           {"scale": scale, "prepared": prepared[p.name],
                            "rundir": Path("RUNDIR")})),
                       "data": str(prepared[p.name])} for p in programs],
