@@ -90,6 +90,12 @@ sampler:
              (a spike between samples)
   avg RSS    that sum averaged over the run, each sample weighted by the
              time it stood for
+  In both sums a child that has not called exec (its code and stack start
+  where its parent's do) is left out: between fork (or vfork) and exec it
+  maps its parent's pages, and counting them twice made CPython's tests
+  peak at 60 or at 96 MiB by chance (a sample inside subprocess's window
+  or not). A program that forks workers without exec would be undercounted
+  by their private pages; none of these does.
   wall time  from start to exit of the command
 The process tree is: one process for git, sqlite3, perl, jq and python
 (its tests run in one process); g++ and the cc1plus and as it starts;
@@ -105,11 +111,22 @@ a number):
     run again);
   * its output hashed (SHA-256, after dropping timings from python's)
     must equal glibc's (or, without a glibc run, the most common one);
-  * libmbuddy really served it: runs of both libmbuddy columns have
-    MBUDDY_STATS=<run dir>/mb.%p.json and MBUDDY_STATS_FORMAT=json; the
-    largest process must have left a report with served true and objects
-    counted (counters.mallocs > 0). Other processes that left a report
-    saying served false are listed.
+  * libmbuddy really served it: in the first repetition each libmbuddy
+    column has one more run, a check run, right after its measured one,
+    with MBUDDY_STATS=<run dir>/mb.%p.json and MBUDDY_STATS_FORMAT=json;
+    the largest process must have left a report with served true and
+    objects counted (counters.mallocs > 0). Other processes whose report
+    says served false are listed. The check runs are not in the medians:
+    writing the report costs libmbuddy 13-15 MiB of peak RSS when call
+    sites are classified (none with MBUDDY_CLASSIFY=off), which would bias
+    both the peer ratios and classified against off (--no-check-runs
+    leaves them out). One exception to served false: Debian's
+    /usr/bin/python3.11 and GCC's cc1plus are not position-independent and
+    take malloc's address, so dlsym finds the executable's canonical PLT
+    entry and the report says served false although that entry jumps to
+    libmbuddy's malloc; when readelf shows the named symbol undefined in the named
+    object, with an address, and objects were counted, the run is taken
+    as served and the report says so.
 
 Report: --out-md (default bench-results/programs.md) has one table per
 metric with the allocators as columns, then ratio tables: libmbuddy and
@@ -1168,8 +1185,9 @@ def write_markdown(data, summary, path):
              f"Runs took {meta.get('total_sec', 0) / 60:.1f} min "
              f"(data preparation {meta.get('prepare_sec', 0) / 60:.1f} min, not timed).\n")
     L.append("RSS is the summed resident set of the process tree (/proc/PID/statm every "
-             f"{SAMPLE_MS} ms; peak: the highest sum, or the exact peak of the largest "
-             "process if higher); lower is better everywhere. A failed run shows as "
+             f"{SAMPLE_MS} ms, children between fork and exec left out; peak: the highest "
+             "sum, or the exact peak of the largest process if higher); lower is better "
+             "everywhere. A failed run shows as "
              "such: every run of a cell must pass (exit status, identical output, "
              "libmbuddy serving the process) for it to have a number.\n")
     L.append("| program | what | process tree measured | largest process |")

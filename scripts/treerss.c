@@ -5,8 +5,10 @@
  * adds up the resident pages of every process in it (the second field of
  * /proc/PID/statm: anonymous, file-backed and shared pages, read without
  * taking the process's mmap lock, so the sampling does not stall the
- * program it watches). From those samples: the peak of the sum, and its
- * mean weighted by the time each sample stood for. It also keeps, per
+ * program it watches; a child that has not called exec is not counted,
+ * see sample()). From those samples:
+ * the peak of the sum, and its mean weighted by the time each sample
+ * stood for. It also keeps, per
  * process seen, the largest resident set sampled, so the caller can tell
  * which process did the work.
  *
@@ -90,20 +92,21 @@ static struct proc *proc_entry(int pid)
 }
 
 /* Resident KiB of pid, or -1 if it is gone. */
-static long long rss_kib(int pid)
+static long long rss_kib(int pid, char *line, size_t size)
 {
-	char path[64], buf[256];
+	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/statm", pid);
-	if (read_small(path, buf, sizeof buf) <= 0)
+	if (read_small(path, line, size) <= 0)
 		return -1;
-	unsigned long long size, resident;
-	if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+	unsigned long long vsize, resident;
+	if (sscanf(line, "%llu %llu", &vsize, &resident) != 2)
 		return -1;
 	return (long long)resident * page_kib;
 }
 
-/* Append the children of every thread of pid to tree[*n]. */
-static void add_children(int pid, int *tree, int *n)
+/* Append the children of every thread of pid to tree[*n], with parent
+ * as their parent's index. */
+static void add_children(int pid, int parent, int *tree, int *up, int *n)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task", pid);
@@ -125,36 +128,88 @@ static void add_children(int pid, int *tree, int *n)
 			if (end == s)
 				break;
 			s = end;
-			if (*n < MAX_TREE)
+			if (*n < MAX_TREE) {
+				up[*n] = parent;
 				tree[(*n)++] = (int)c;
+			}
 		}
 	}
 	closedir(d);
 }
 
-/* The summed resident KiB of the tree under root; records each process. */
+/* The start of pid's code and of its stack (fields 26 and 28 of
+ * /proc/PID/stat, read without the mmap lock) into id; 0 if gone. */
+static int image_id(int pid, unsigned long long id[2])
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return 0;
+	char *s = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	if (!s)
+		return 0;
+	s++;
+	/* s is now at field 3; field 26 is 23 fields on. */
+	for (int field = 3; field <= 28; field++) {
+		char *end;
+		while (*s == ' ')
+			s++;
+		unsigned long long v = strtoull(s, &end, 10);
+		if (field == 3) { /* the state, a letter */
+			while (*s && *s != ' ')
+				s++;
+			continue;
+		}
+		if (end == s)
+			return 0;
+		s = end;
+		if (field == 26)
+			id[0] = v;
+		else if (field == 28)
+			id[1] = v;
+	}
+	return 1;
+}
+
+/* The summed resident KiB of the tree under root; records each process.
+ * A child whose code and stack start where its parent's do has not called
+ * exec (the stack of a new image is placed at random): a fork or vfork
+ * that maps its parent's pages, shared outright after vfork and
+ * copy-on-write after fork, which would be counted twice (for CPython's
+ * subprocess, the child between fork and exec doubled the tree's peak at
+ * random). It is left out of the sum. */
 static long long sample(int root)
 {
-	static int tree[MAX_TREE];
+	static int tree[MAX_TREE], up[MAX_TREE];
+	static unsigned long long id[MAX_TREE][2];
 	int n = 0;
+	up[n] = -1;
 	tree[n++] = root;
 	long long sum = 0;
 	for (int i = 0; i < n; i++) {
-		long long kib = rss_kib(tree[i]);
+		char line[128];
+		long long kib = rss_kib(tree[i], line, sizeof line);
+		int have_id = image_id(tree[i], id[i]);
+		if (!have_id)
+			id[i][0] = id[i][1] = 0;
 		if (kib < 0)
 			continue;
-		sum += kib;
-		struct proc *p = proc_entry(tree[i]);
-		if (p && kib > p->peak_kib) {
-			p->peak_kib = kib;
-			/* Again: a process sampled first between fork and exec has
-			 * its parent's name. */
-			char path[64];
-			snprintf(path, sizeof path, "/proc/%d/comm", p->pid);
-			if (read_small(path, p->comm, sizeof p->comm) > 0)
-				p->comm[strcspn(p->comm, "\n")] = '\0';
+		int copy = up[i] >= 0 && have_id && id[i][1] != 0 && id[i][0] == id[up[i]][0] &&
+			   id[i][1] == id[up[i]][1];
+		if (!copy) {
+			sum += kib;
+			struct proc *p = proc_entry(tree[i]);
+			if (p && kib > p->peak_kib) {
+				p->peak_kib = kib;
+				/* Again: a process sampled first between fork and exec
+				 * has its parent's name. */
+				char path[64];
+				snprintf(path, sizeof path, "/proc/%d/comm", p->pid);
+				if (read_small(path, p->comm, sizeof p->comm) > 0)
+					p->comm[strcspn(p->comm, "\n")] = '\0';
+			}
 		}
-		add_children(tree[i], tree, &n);
+		add_children(tree[i], i, tree, up, &n);
 	}
 	return sum;
 }
