@@ -2,7 +2,7 @@
 """Real programs on real data under each allocator: the memory yardstick
 of issue 19 (`make bench-programs`, also a step of `make bench`).
 
-Ten programs that nobody in this project wrote run on data that Debian
+Eleven programs that nobody in this project wrote run on data that Debian
 packages provide, each under every allocator, interleaved round-robin (all
 allocators of one repetition before the next repetition starts, in an
 order rotated per repetition), --reps times (default 3); the report gives
@@ -1181,7 +1181,7 @@ def write_markdown(data, summary, path):
              f"Machine: {meta['cpu']}, {meta['nproc']} CPUs, {meta['memory']}, "
              f"load average {meta['loadavg_start']:.1f} at the start and "
              f"{meta.get('loadavg_end', 0):.1f} at the end. Library: `{meta['lib']}`"
-             f"{' (' + meta['lib_commit'] + ')' if meta.get('lib_commit') else ''}. "
+             f"{' (its source tree at ' + meta['lib_commit'] + ')' if meta.get('lib_commit') else ''}. "
              f"Runs took {meta.get('total_sec', 0) / 60:.1f} min "
              f"(data preparation {meta.get('prepare_sec', 0) / 60:.1f} min, not timed).\n")
     L.append("RSS is the summed resident set of the process tree (/proc/PID/statm every "
@@ -1362,19 +1362,17 @@ def pick(items, spec, what):
 
 
 def lib_commit(lib):
-    """The commit of the source tree the library was built from, if the
-    build directory says (config.status names the source directory)."""
+    """git describe of the source tree of the build directory that holds
+    lib (its config.status names it), or None. The tree, not necessarily
+    what the library was built from: rebuild before measuring."""
     try:
-        status = (lib.parent.parent / "config.status").read_text(errors="replace")
-        m = re.search(r"^ac_pwd='([^']*)'|^srcdir='([^']*)'", status, re.M)
-        src = Path(lib.parent.parent) if not m else None
-        for line in status.splitlines():
-            if line.startswith("srcdir="):
-                src = Path(line.split("=", 1)[1].strip("'\""))
-                if not src.is_absolute():
-                    src = (lib.parent.parent / src).resolve()
-        if src is None:
+        build = lib.parent.parent
+        status = (build / "config.status").read_text(errors="replace")
+        m = re.search(r"^srcdir='?([^'\n]*)'?$", status, re.M)
+        if not m:
             return None
+        src = Path(m.group(1))
+        src = src if src.is_absolute() else (build / src).resolve()
         r = subprocess.run(["git", "-C", str(src), "describe", "--always", "--dirty"],
                            capture_output=True, text=True)
         return r.stdout.strip() or None
