@@ -6,3 +6,8 @@ EXTRA_DIST += tests/scripts/sweep.test
 # No inline assembly; configure refuses hosts it cannot support.
 TESTS += tests/scripts/portability.test
 EXTRA_DIST += tests/scripts/portability.test
+
+# scripts/bench_programs.py (make bench-programs) on tiny inputs: its
+# report, its output check and its served check, each able to fail.
+TESTS += tests/scripts/programs.test
+EXTRA_DIST += tests/scripts/programs.test
