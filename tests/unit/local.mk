@@ -1,36 +1,49 @@
-# Unit tests of the buddy core: plain programs, no preload.
-unit_ldadd = libmbcore.la
-unit_cflags = $(AM_CFLAGS) -DMB_TEST_CHECKS=1
+# Unit tests: one program per layer or leaf of src/ (doc/design.md), each
+# one source file on the harness tests/unit/harness.h, linked against the
+# core (libmbcore.la) directly and run without any preload.
+#
+# A new test: add its program to unit_tests and give it its _SOURCES and
+# _LDADD below. make check, distcheck and the sanitizer step of
+# scripts/run-tests.sh (which asks `make print-unit-tests`) all take the
+# tests from unit_tests.
+unit_ldadd = libmbcore.la $(LIBUNWIND_LIBS) -ldl -lpthread
 
-check_PROGRAMS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out \
-	tests/unit/test_profile_key
-TESTS += tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out \
-	tests/unit/test_profile_key
+unit_tests = \
+	tests/unit/test_buddy \
+	tests/unit/test_buddy_random \
+	tests/unit/test_meta \
+	tests/unit/test_meta_16k \
+	tests/unit/test_out \
+	tests/unit/test_profile_key \
+	tests/unit/test_lockstat
 
-tests_unit_test_buddy_SOURCES = tests/unit/test_buddy.c tests/unit/testutil.h
+check_PROGRAMS += $(unit_tests)
+TESTS += $(unit_tests)
+EXTRA_DIST += tests/unit/harness.h
+
+.PHONY: print-unit-tests
+print-unit-tests:
+	@echo $(unit_tests)
+
+tests_unit_test_buddy_SOURCES = tests/unit/test_buddy.c
 tests_unit_test_buddy_LDADD = $(unit_ldadd)
-tests_unit_test_buddy_CFLAGS = $(unit_cflags)
-tests_unit_test_buddy_random_SOURCES = tests/unit/test_buddy_random.c tests/unit/testutil.h
+tests_unit_test_buddy_random_SOURCES = tests/unit/test_buddy_random.c
 tests_unit_test_buddy_random_LDADD = $(unit_ldadd)
-tests_unit_test_buddy_random_CFLAGS = $(unit_cflags)
-tests_unit_test_meta_SOURCES = tests/unit/test_meta.c tests/unit/testutil.h
+tests_unit_test_meta_SOURCES = tests/unit/test_meta.c
 tests_unit_test_meta_LDADD = $(unit_ldadd)
-tests_unit_test_meta_CFLAGS = $(unit_cflags)
-check_PROGRAMS += tests/unit/test_meta_16k
-TESTS += tests/unit/test_meta_16k
-tests_unit_test_meta_16k_SOURCES = tests/unit/test_meta.c tests/unit/testutil.h
+# test_meta again, with the system's pages seen as 16 KiB (as on many
+# aarch64 systems).
+tests_unit_test_meta_16k_SOURCES = tests/unit/test_meta.c
 tests_unit_test_meta_16k_LDADD = $(unit_ldadd)
-tests_unit_test_meta_16k_CFLAGS = $(unit_cflags) -DTEST_SYSTEM_PAGE=16384
-tests_unit_test_out_SOURCES = tests/unit/test_out.c tests/unit/testutil.h
+tests_unit_test_meta_16k_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_SYSTEM_PAGE=16384
+tests_unit_test_out_SOURCES = tests/unit/test_out.c
 tests_unit_test_out_LDADD = $(unit_ldadd)
-tests_unit_test_out_CFLAGS = $(unit_cflags)
-tests_unit_test_profile_key_SOURCES = tests/unit/test_profile_key.c tests/unit/testutil.h
-tests_unit_test_profile_key_LDADD = $(unit_ldadd) $(LIBUNWIND_LIBS) -ldl
-tests_unit_test_profile_key_CFLAGS = $(unit_cflags)
+tests_unit_test_profile_key_SOURCES = tests/unit/test_profile_key.c
+tests_unit_test_profile_key_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
-# configuration: lockstat.c compiled here with MB_LOCK_STATS on.
-check_PROGRAMS += tests/unit/test_lockstat
-TESTS += tests/unit/test_lockstat
-tests_unit_test_lockstat_SOURCES = tests/unit/test_lockstat.c tests/unit/testutil.h src/lockstat.c
-tests_unit_test_lockstat_CFLAGS = $(unit_cflags) -DMB_LOCK_STATS=1
+# configuration: lockstat.c compiled here with MB_LOCK_STATS on, without
+# the core.
+tests_unit_test_lockstat_SOURCES = tests/unit/test_lockstat.c src/lockstat.c
+tests_unit_test_lockstat_CPPFLAGS = $(AM_CPPFLAGS) -DMB_LOCK_STATS=1
+tests_unit_test_lockstat_LDADD = -lpthread

@@ -1,7 +1,7 @@
 /* Unit tests of the typed buddy core, with the consistency checker run after
  * every operation. */
 #include "config.h"
-#include "testutil.h"
+#include "harness.h"
 
 #include <string.h>
 #include <sys/mman.h>
@@ -11,16 +11,17 @@ static struct mb_buddy B;
 static long alloc_ok(struct mb_buddy *b, size_t n, int type)
 {
 	long idx = mb_buddy_alloc(b, n, type, NULL);
-	CHECK(idx >= 0);
-	CHECK_BUDDY(b);
-	CHECK(b->pages[idx].state == MB_PG_ALLOC && b->pages[idx].npages == n);
+	ASSERT_GE(idx, 0);
+	ASSERT_BUDDY(b);
+	ASSERT_EQ(b->pages[idx].state, MB_PG_ALLOC);
+	ASSERT_EQ(b->pages[idx].npages, n);
 	return idx;
 }
 
 static void free_ok(struct mb_buddy *b, long idx)
 {
 	mb_buddy_free(b, (size_t)idx);
-	CHECK_BUDDY(b);
+	ASSERT_BUDDY(b);
 }
 
 static int all_lists_empty(const struct mb_buddy *b)
@@ -34,58 +35,62 @@ static int all_lists_empty(const struct mb_buddy *b)
 
 /* An order-k request splits a fresh pageblock into one free block at every
  * order from k to the top, and freeing it coalesces all the way back. */
-static void test_split_and_coalesce_every_order(void)
+TEST(split_and_coalesce_every_order)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
 	for (unsigned k = 0; k <= B.pb_order; k++) {
 		long idx = alloc_ok(&B, (size_t)1 << k, MB_USERRCLM);
-		CHECK(idx % (1L << k) == 0);
+		ASSERT_EQ(idx % (1L << k), 0);
 		for (unsigned o = 0; o < B.pb_order; o++)
-			CHECK(B.free_area[MB_USERRCLM][o].nr_free == (o >= k ? 1u : 0u));
-		CHECK(B.nr_global == 1);
+			ASSERT_EQ(B.free_area[MB_USERRCLM][o].nr_free, (o >= k ? 1u : 0u));
+		ASSERT_EQ(B.nr_global, 1);
 		free_ok(&B, idx);
-		CHECK(B.nr_global == 2 && all_lists_empty(&B));
+		ASSERT_EQ(B.nr_global, 2);
+		ASSERT(all_lists_empty(&B));
 	}
-	CHECK(B.count.global_steals == B.pb_order + 1);
-	CHECK(B.count.global_refills == B.pb_order + 1);
+	ASSERT_EQ(B.count.global_steals, B.pb_order + 1);
+	ASSERT_EQ(B.count.global_refills, B.pb_order + 1);
 
 	/* Two order-0 pages coalesce into one order-1 block when both free. */
 	long a = alloc_ok(&B, 1, MB_KERNRCLM), c = alloc_ok(&B, 1, MB_KERNRCLM);
-	CHECK((a ^ c) == 1);
+	ASSERT_EQ((a ^ c), 1);
 	free_ok(&B, a);
-	CHECK(B.free_area[MB_KERNRCLM][0].nr_free == 1);
+	ASSERT_EQ(B.free_area[MB_KERNRCLM][0].nr_free, 1);
 	free_ok(&B, c);
-	CHECK(B.nr_global == 2 && all_lists_empty(&B));
+	ASSERT_EQ(B.nr_global, 2);
+	ASSERT(all_lists_empty(&B));
 	test_buddy_free_region(&B);
 }
 
 /* Stealing from the global pool reserves the whole pageblock for the type. */
-static void test_steal_reserves_pageblock(void)
+TEST(steal_reserves_pageblock)
 {
 	test_buddy_new(&B, 4, MB_MAX_ORDER_DEFAULT);
 	long u = alloc_ok(&B, 1, MB_USERRCLM);
 	size_t pbu = (size_t)u >> B.pb_order;
-	CHECK(mb_buddy_pb_type(&B, pbu) == MB_USERRCLM);
-	CHECK(B.pb_owned[MB_USERRCLM] == 1 && B.count.global_steals == 1);
+	ASSERT_EQ(mb_buddy_pb_type(&B, pbu), MB_USERRCLM);
+	ASSERT_EQ(B.pb_owned[MB_USERRCLM], 1);
+	ASSERT_EQ(B.count.global_steals, 1);
 
 	/* Another type never shares it while the pool has pageblocks. */
 	long k = alloc_ok(&B, 1, MB_KERNNORCLM);
-	CHECK(((size_t)k >> B.pb_order) != pbu);
-	CHECK(mb_buddy_pb_type(&B, (size_t)k >> B.pb_order) == MB_KERNNORCLM);
+	ASSERT_NE(((size_t)k >> B.pb_order), pbu);
+	ASSERT_EQ(mb_buddy_pb_type(&B, (size_t)k >> B.pb_order), MB_KERNNORCLM);
 	/* The same type keeps using its own pageblock. */
 	long u2 = alloc_ok(&B, 3, MB_USERRCLM);
-	CHECK(((size_t)u2 >> B.pb_order) == pbu);
-	CHECK(B.count.global_steals == 2);
-	CHECK(B.count.allocs[MB_USERRCLM] == 2 && B.count.allocs[MB_KERNNORCLM] == 1);
+	ASSERT_EQ(((size_t)u2 >> B.pb_order), pbu);
+	ASSERT_EQ(B.count.global_steals, 2);
+	ASSERT_EQ(B.count.allocs[MB_USERRCLM], 2);
+	ASSERT_EQ(B.count.allocs[MB_KERNNORCLM], 1);
 	free_ok(&B, u);
 	free_ok(&B, k);
 	free_ok(&B, u2);
-	CHECK(B.nr_global == 4);
+	ASSERT_EQ(B.nr_global, 4);
 	test_buddy_free_region(&B);
 }
 
 /* Freeing everything, in any order, returns every pageblock to the pool. */
-static void test_free_everything_returns_pool(void)
+TEST(free_everything_returns_pool)
 {
 	test_buddy_new(&B, 8, 8);
 	long idx[600];
@@ -98,50 +103,54 @@ static void test_free_everything_returns_pool(void)
 		if (x >= 0)
 			idx[n++] = x;
 	}
-	CHECK_BUDDY(&B);
-	CHECK(n > 10);
+	ASSERT_BUDDY(&B);
+	ASSERT_GT(n, 10);
 	for (int i = 0; i < n; i += 2)
 		free_ok(&B, idx[i]);
 	for (int i = 1; i < n; i += 2)
 		free_ok(&B, idx[i]);
-	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
-	CHECK(B.pages_allocated == 0);
+	ASSERT_EQ(B.nr_global, B.nblocks);
+	ASSERT(all_lists_empty(&B));
+	ASSERT_EQ(B.pages_allocated, 0);
 	for (int t = 0; t < MB_NTYPES; t++)
-		CHECK(B.pb_owned[t] == 0);
+		ASSERT_EQ(B.pb_owned[t], 0);
 	test_buddy_free_region(&B);
 }
 
 /* Two home users allocating in turn fill separate pageblocks, each one
  * completely before the next; freeing everything of one user gives its
  * pageblocks back whole while the other's stay. */
-static void test_homes_keep_users_apart(void)
+TEST(homes_keep_users_apart)
 {
 	test_buddy_new(&B, 8, 8); /* pageblocks of 128 pages */
 	long a[256], c[256];
 	for (int i = 0; i < 256; i++) {
 		a[i] = mb_buddy_alloc_home(&B, 2, MB_KERNNORCLM, 0, NULL);
 		c[i] = mb_buddy_alloc_home(&B, 2, MB_KERNNORCLM, 1, NULL);
-		CHECK(a[i] >= 0 && c[i] >= 0);
-		CHECK_BUDDY(&B);
+		ASSERT_GE(a[i], 0);
+		ASSERT_GE(c[i], 0);
+		ASSERT_BUDDY(&B);
 	}
 	/* 256 allocations of 2 pages are 4 full pageblocks per user. */
 	for (int i = 0; i < 256; i++) {
-		CHECK((size_t)a[i] >> B.pb_order != (size_t)c[i] >> B.pb_order);
-		CHECK((size_t)a[i] >> B.pb_order == (size_t)a[i & ~63] >> B.pb_order);
+		ASSERT_NE((size_t)a[i] >> B.pb_order, (size_t)c[i] >> B.pb_order);
+		ASSERT_EQ((size_t)a[i] >> B.pb_order, (size_t)a[i & ~63] >> B.pb_order);
 	}
-	CHECK(B.nr_global == 0);
+	ASSERT_EQ(B.nr_global, 0);
 	for (int i = 0; i < 256; i++)
 		free_ok(&B, c[i]);
-	CHECK(B.nr_global == 4 && B.pb_owned[MB_KERNNORCLM] == 4);
+	ASSERT_EQ(B.nr_global, 4);
+	ASSERT_EQ(B.pb_owned[MB_KERNNORCLM], 4);
 	/* The home is refilled, and then a block outside the other home. */
 	for (int i = 0; i < 64; i++)
 		c[i] = mb_buddy_alloc_home(&B, 2, MB_KERNNORCLM, 1, NULL);
-	CHECK(B.nr_global == 3);
+	ASSERT_EQ(B.nr_global, 3);
 	for (int i = 0; i < 64; i++)
 		free_ok(&B, c[i]);
 	for (int i = 0; i < 256; i++)
 		free_ok(&B, a[i]);
-	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	ASSERT_EQ(B.nr_global, B.nblocks);
+	ASSERT(all_lists_empty(&B));
 	test_buddy_free_region(&B);
 }
 
@@ -161,50 +170,61 @@ static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
 /* Reclaimable types borrow free blocks inside other types' pageblocks
  * before they take a pageblock from the pool; KernNoRclm takes from the
  * pool first. No borrowing changes a pageblock's owner. */
-static void test_reclaimable_borrow_before_global(void)
+TEST(reclaimable_borrow_before_global)
 {
 	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN);
 	long held[64 + 8];
 	int nheld = 0;
 	long k = held[nheld++] = alloc_ok(&B, 1, MB_KERNNORCLM);
 	size_t pbk = (size_t)k >> B.pb_order;
-	CHECK(B.nr_global == 3 && B.count.global_steals == 1);
+	ASSERT_EQ(B.nr_global, 3);
+	ASSERT_EQ(B.count.global_steals, 1);
 
 	long u = held[nheld++] = alloc_ok(&B, 1, MB_USERRCLM);
 	long r = held[nheld++] = alloc_ok(&B, 1, MB_KERNRCLM);
-	CHECK(((size_t)u >> B.pb_order) == pbk && ((size_t)r >> B.pb_order) == pbk);
-	CHECK(B.nr_global == 3 && B.count.global_steals == 1);
-	CHECK(B.count.fallbacks[MB_USERRCLM] == 1 && B.count.fallbacks[MB_KERNRCLM] == 1);
-	CHECK(mb_buddy_pb_type(&B, pbk) == MB_KERNNORCLM && B.pb_owned[MB_KERNNORCLM] == 1);
-	CHECK(B.pb_owned[MB_USERRCLM] == 0 && B.pb_owned[MB_KERNRCLM] == 0);
+	ASSERT_EQ(((size_t)u >> B.pb_order), pbk);
+	ASSERT_EQ(((size_t)r >> B.pb_order), pbk);
+	ASSERT_EQ(B.nr_global, 3);
+	ASSERT_EQ(B.count.global_steals, 1);
+	ASSERT_EQ(B.count.fallbacks[MB_USERRCLM], 1);
+	ASSERT_EQ(B.count.fallbacks[MB_KERNRCLM], 1);
+	ASSERT_EQ(mb_buddy_pb_type(&B, pbk), MB_KERNNORCLM);
+	ASSERT_EQ(B.pb_owned[MB_KERNNORCLM], 1);
+	ASSERT_EQ(B.pb_owned[MB_USERRCLM], 0);
+	ASSERT_EQ(B.pb_owned[MB_KERNRCLM], 0);
 
 	/* A UserRclm pageblock with one free page, then KernNoRclm's own
 	 * lists emptied: KernNoRclm takes a new pageblock from the pool, not
 	 * the UserRclm page. */
 	long w = held[nheld++] = alloc_ok(&B, B.pb_pages - 1, MB_USERRCLM);
 	size_t pbw = (size_t)w >> B.pb_order;
-	CHECK(mb_buddy_pb_type(&B, pbw) == MB_USERRCLM && B.nr_global == 2);
+	ASSERT_EQ(mb_buddy_pb_type(&B, pbw), MB_USERRCLM);
+	ASSERT_EQ(B.nr_global, 2);
 	fill_own_lists(&B, MB_KERNNORCLM, held, &nheld);
 	long y = held[nheld++] = alloc_ok(&B, 1, MB_KERNNORCLM);
-	CHECK(((size_t)y >> B.pb_order) != pbw && ((size_t)y >> B.pb_order) != pbk);
-	CHECK(B.count.fallbacks[MB_KERNNORCLM] == 0 && B.nr_global == 1);
-	CHECK(B.free_area[MB_USERRCLM][0].nr_free == 1);
+	ASSERT_NE(((size_t)y >> B.pb_order), pbw);
+	ASSERT_NE(((size_t)y >> B.pb_order), pbk);
+	ASSERT_EQ(B.count.fallbacks[MB_KERNNORCLM], 0);
+	ASSERT_EQ(B.nr_global, 1);
+	ASSERT_EQ(B.free_area[MB_USERRCLM][0].nr_free, 1);
 
 	/* The borrowed pages free into their owner's lists, and every
 	 * pageblock drains back to the pool. */
 	free_ok(&B, u);
-	CHECK(B.free_area[MB_USERRCLM][0].nr_free == 1 && B.pb_owned[MB_USERRCLM] == 1);
+	ASSERT_EQ(B.free_area[MB_USERRCLM][0].nr_free, 1);
+	ASSERT_EQ(B.pb_owned[MB_USERRCLM], 1);
 	for (int i = 0; i < nheld; i++)
 		if (held[i] != u)
 			free_ok(&B, held[i]);
-	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	ASSERT_EQ(B.nr_global, B.nblocks);
+	ASSERT(all_lists_empty(&B));
 	test_buddy_free_region(&B);
 }
 
 /* With the pool empty, each type falls back to the others' lists in the
  * patch's order; every fallback is counted and no pageblock changes its
  * owner, however free it is. */
-static void test_fallback_order(void)
+TEST(fallback_order)
 {
 	for (int type = 0; type < MB_NTYPES; type++) {
 		test_buddy_new(&B, 3, MB_MAX_ORDER_MIN);
@@ -215,66 +235,69 @@ static void test_fallback_order(void)
 		 * pool is empty. */
 		for (int t = 0; t < MB_NTYPES; t++)
 			first[t] = held[nheld++] = alloc_ok(&B, B.pb_pages - 1, t);
-		CHECK(B.nr_global == 0);
+		ASSERT_EQ(B.nr_global, 0);
 		for (int t = 0; t < MB_NTYPES; t++)
-			CHECK(B.pb_owned[t] == 1 && B.free_area[t][0].nr_free == 1);
+			ASSERT(B.pb_owned[t] == 1 && B.free_area[t][0].nr_free == 1);
 		long own = held[nheld++] = alloc_ok(&B, 1, type);
-		CHECK((own >> B.pb_order) == (first[type] >> B.pb_order));
-		CHECK(B.count.fallbacks[type] == 0);
+		ASSERT_EQ((own >> B.pb_order), (first[type] >> B.pb_order));
+		ASSERT_EQ(B.count.fallbacks[type], 0);
 
 		int f1 = mb_fallback_order[type][1], f2 = mb_fallback_order[type][2];
 		long x = alloc_ok(&B, 1, type);
-		CHECK((x >> B.pb_order) == (first[f1] >> B.pb_order));
-		CHECK(B.count.fallbacks[type] == 1);
-		CHECK(mb_buddy_pb_type(&B, (size_t)x >> B.pb_order) == f1);
+		ASSERT_EQ((x >> B.pb_order), (first[f1] >> B.pb_order));
+		ASSERT_EQ(B.count.fallbacks[type], 1);
+		ASSERT_EQ(mb_buddy_pb_type(&B, (size_t)x >> B.pb_order), f1);
 		held[nheld++] = x;
 
 		long y = alloc_ok(&B, 1, type);
-		CHECK((y >> B.pb_order) == (first[f2] >> B.pb_order));
-		CHECK(B.count.fallbacks[type] == 2);
-		CHECK(mb_buddy_pb_type(&B, (size_t)y >> B.pb_order) == f2);
+		ASSERT_EQ((y >> B.pb_order), (first[f2] >> B.pb_order));
+		ASSERT_EQ(B.count.fallbacks[type], 2);
+		ASSERT_EQ(mb_buddy_pb_type(&B, (size_t)y >> B.pb_order), f2);
 		held[nheld++] = y;
 		for (int t = 0; t < MB_NTYPES; t++)
-			CHECK(B.pb_owned[t] == 1);
+			ASSERT_EQ(B.pb_owned[t], 1);
 
 		/* Everything is full: the request fails and nothing changes. */
-		CHECK(mb_buddy_alloc(&B, 1, type, NULL) == -1);
-		CHECK(B.count.failures[type] == 1);
-		CHECK_BUDDY(&B);
+		ASSERT_EQ(mb_buddy_alloc(&B, 1, type, NULL), -1);
+		ASSERT_EQ(B.count.failures[type], 1);
+		ASSERT_BUDDY(&B);
 
 		/* A page taken by fallback is freed into its pageblock owner's
 		 * lists, and the pageblocks still drain back to the pool. */
 		free_ok(&B, x);
-		CHECK(B.free_area[f1][0].nr_free == 1);
+		ASSERT_EQ(B.free_area[f1][0].nr_free, 1);
 		for (int i = 0; i < nheld; i++)
 			if (held[i] != x)
 				free_ok(&B, held[i]);
-		CHECK(B.nr_global == 3 && all_lists_empty(&B));
+		ASSERT_EQ(B.nr_global, 3);
+		ASSERT(all_lists_empty(&B));
 		test_buddy_free_region(&B);
 	}
 }
 
 /* Requests above one pageblock take runs of contiguous whole pageblocks,
  * with the unused tail of the last one given back. */
-static void test_multi_pageblock_runs(void)
+TEST(multi_pageblock_runs)
 {
 	test_buddy_new(&B, 8, MB_MAX_ORDER_MIN);
 	size_t pbp = B.pb_pages;
 	long r = alloc_ok(&B, 2 * pbp + pbp / 2 + 3, MB_KERNRCLM);
-	CHECK(r % (long)pbp == 0);
-	CHECK(B.nr_global == 5 && B.pb_owned[MB_KERNRCLM] == 3);
-	CHECK(B.pages_allocated == 2 * pbp + pbp / 2 + 3);
+	ASSERT_EQ(r % (long)pbp, 0);
+	ASSERT_EQ(B.nr_global, 5);
+	ASSERT_EQ(B.pb_owned[MB_KERNRCLM], 3);
+	ASSERT_EQ(B.pages_allocated, 2 * pbp + pbp / 2 + 3);
 	/* The tail of the third pageblock serves small KernRclm requests. */
 	long s = alloc_ok(&B, 1, MB_KERNRCLM);
-	CHECK((s >> B.pb_order) == (r >> B.pb_order) + 2);
+	ASSERT_EQ((s >> B.pb_order), (r >> B.pb_order) + 2);
 	free_ok(&B, r);
-	CHECK(B.nr_global == 7);
+	ASSERT_EQ(B.nr_global, 7);
 	free_ok(&B, s);
-	CHECK(B.nr_global == 8);
+	ASSERT_EQ(B.nr_global, 8);
 
 	/* Exactly n pageblocks. */
 	r = alloc_ok(&B, 4 * pbp, MB_USERRCLM);
-	CHECK(B.nr_global == 4 && all_lists_empty(&B));
+	ASSERT_EQ(B.nr_global, 4);
+	ASSERT(all_lists_empty(&B));
 	free_ok(&B, r);
 
 	/* A hole in the pool: a run of 5 needs contiguous pageblocks. */
@@ -287,19 +310,19 @@ static void test_multi_pageblock_runs(void)
 		else
 			free_ok(&B, whole[i]);
 	}
-	CHECK(hole >= 0);
+	ASSERT_GE(hole, 0);
 	long big = alloc_ok(&B, 5 * pbp, MB_USERRCLM);
-	CHECK(big >> B.pb_order == 2);
-	CHECK(mb_buddy_alloc(&B, 2 * pbp, MB_USERRCLM, NULL) == -1);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(big >> B.pb_order, 2);
+	ASSERT_EQ(mb_buddy_alloc(&B, 2 * pbp, MB_USERRCLM, NULL), -1);
+	ASSERT_BUDDY(&B);
 	free_ok(&B, big);
 	free_ok(&B, hole);
-	CHECK(B.nr_global == 8);
+	ASSERT_EQ(B.nr_global, 8);
 	test_buddy_free_region(&B);
 }
 
 /* A capped region runs out cleanly and stays usable. */
-static void test_exhaustion(void)
+TEST(exhaustion)
 {
 	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN);
 	long held[4 * 32 + 1];
@@ -309,142 +332,149 @@ static void test_exhaustion(void)
 		if (x < 0)
 			break;
 		held[n++] = x;
-		CHECK(n <= 4 * 32);
+		ASSERT_LE(n, 4 * 32);
 	}
-	CHECK_BUDDY(&B);
-	CHECK(B.pages_allocated == (size_t)n * 3);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages_allocated, (size_t)n * 3);
 	/* The single pages left between them are still there to take. */
 	for (;;) {
 		long x = mb_buddy_alloc(&B, 1, n % 3, NULL);
 		if (x < 0)
 			break;
 		held[n++] = x;
-		CHECK(n <= 4 * 32);
+		ASSERT_LE(n, 4 * 32);
 	}
-	CHECK(B.pages_allocated == B.npages);
-	CHECK(mb_buddy_alloc(&B, B.pb_pages, MB_KERNNORCLM, NULL) == -1);
-	CHECK(mb_buddy_alloc(&B, B.npages + 1, MB_KERNNORCLM, NULL) == -1);
-	CHECK(mb_buddy_alloc(&B, 0, MB_KERNNORCLM, NULL) == -1);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(B.pages_allocated, B.npages);
+	ASSERT_EQ(mb_buddy_alloc(&B, B.pb_pages, MB_KERNNORCLM, NULL), -1);
+	ASSERT_EQ(mb_buddy_alloc(&B, B.npages + 1, MB_KERNNORCLM, NULL), -1);
+	ASSERT_EQ(mb_buddy_alloc(&B, 0, MB_KERNNORCLM, NULL), -1);
+	ASSERT_BUDDY(&B);
 	/* Free one: the memory is usable again. */
 	free_ok(&B, held[--n]);
 	long x = alloc_ok(&B, 1, MB_KERNNORCLM);
 	held[n++] = x;
 	while (n)
 		free_ok(&B, held[--n]);
-	CHECK(B.nr_global == 4);
+	ASSERT_EQ(B.nr_global, 4);
 	test_buddy_free_region(&B);
 }
 
 /* Non-power-of-two requests take exactly what they ask for. */
-static void test_exact_sizes(void)
+TEST(exact_sizes)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
 	for (size_t n = 1; n <= 70; n++) {
 		long x = alloc_ok(&B, n, MB_KERNNORCLM);
-		CHECK(B.pages_allocated == n);
+		ASSERT_EQ(B.pages_allocated, n);
 		long y = alloc_ok(&B, 1, MB_KERNNORCLM);
 		/* With tails given back, the next page may sit right after. */
-		CHECK(B.pages_allocated == n + 1);
+		ASSERT_EQ(B.pages_allocated, n + 1);
 		free_ok(&B, x);
 		free_ok(&B, y);
-		CHECK(B.nr_global == 2);
+		ASSERT_EQ(B.nr_global, 2);
 	}
 	test_buddy_free_region(&B);
 }
 
-static void test_resize_in_place(void)
+TEST(resize_in_place)
 {
 	test_buddy_new(&B, 6, MB_MAX_ORDER_MIN);
 	size_t pbp = B.pb_pages;
 	long a = alloc_ok(&B, 5, MB_USERRCLM);
-	CHECK(mb_buddy_resize(&B, (size_t)a, 8) == 0);
-	CHECK_BUDDY(&B);
-	CHECK(B.pages[a].npages == 8 && B.pages_allocated == 8);
-	CHECK(mb_buddy_resize(&B, (size_t)a, 2) == 0);
-	CHECK_BUDDY(&B);
-	CHECK(mb_buddy_resize(&B, (size_t)a, 20) == 0);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 8), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a].npages, 8);
+	ASSERT_EQ(B.pages_allocated, 8);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 2), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 20), 0);
+	ASSERT_BUDDY(&B);
 	/* Blocked by a neighbour. */
 	long nb = alloc_ok(&B, 1, MB_USERRCLM);
-	CHECK(nb == a + 20);
-	CHECK(mb_buddy_resize(&B, (size_t)a, 21) == -1);
-	CHECK_BUDDY(&B);
-	CHECK(B.pages[a].npages == 20);
+	ASSERT_EQ(nb, a + 20);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 21), -1);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a].npages, 20);
 	free_ok(&B, nb);
 	/* Grow across pageblocks into the global pool. */
-	CHECK(mb_buddy_resize(&B, (size_t)a, 3 * pbp + 7) == 0);
-	CHECK_BUDDY(&B);
-	CHECK(B.pages_allocated == 3 * pbp + 7);
-	CHECK(mb_buddy_resize(&B, (size_t)a, pbp + 1) == 0);
-	CHECK_BUDDY(&B);
-	CHECK(mb_buddy_resize(&B, (size_t)a, 6 * pbp + 1) == -1);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 3 * pbp + 7), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages_allocated, 3 * pbp + 7);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, pbp + 1), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 6 * pbp + 1), -1);
+	ASSERT_BUDDY(&B);
 	free_ok(&B, a);
-	CHECK(B.nr_global == 6 && all_lists_empty(&B));
+	ASSERT_EQ(B.nr_global, 6);
+	ASSERT(all_lists_empty(&B));
 	test_buddy_free_region(&B);
 }
 
 /* Idle pageblocks go back to the kernel oldest first; they read as zero and
  * the next allocation knows it. */
-static void test_release_and_zeroed(void)
+TEST(release_and_zeroed)
 {
 	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN);
 	int zeroed = 0;
 	B.clock = 10;
 	long a = mb_buddy_alloc(&B, 4, MB_KERNNORCLM, &zeroed);
-	CHECK(a >= 0 && zeroed == 1);
+	ASSERT_GE(a, 0);
+	ASSERT_EQ(zeroed, 1);
 	memset(mb_buddy_page_addr(&B, (size_t)a), 0xab, 4 * MB_PAGE_SIZE);
 	free_ok(&B, a);
-	CHECK(B.nr_dirty == 1);
+	ASSERT_EQ(B.nr_dirty, 1);
 	long b2 = mb_buddy_alloc(&B, 4, MB_KERNNORCLM, &zeroed);
-	CHECK(b2 == a && zeroed == 0);
+	ASSERT_EQ(b2, a);
+	ASSERT_EQ(zeroed, 0);
 	long c = alloc_ok(&B, B.pb_pages, MB_USERRCLM);
 	free_ok(&B, b2);
 	B.clock = 20;
 	free_ok(&B, c);
-	CHECK(B.nr_dirty == 2);
-	CHECK(mb_buddy_purge(&B, 5, 100000) == 0);   /* nothing idle that long */
-	CHECK(mb_buddy_purge(&B, 15, 100000) == B.pb_pages);  /* the older one */
-	CHECK_BUDDY(&B);
-	CHECK(B.nr_dirty == 1 && B.count.released_pageblocks == 1);
-	CHECK(mb_buddy_purge(&B, 100, 100000) == B.pb_pages);
-	CHECK(B.nr_dirty == 0);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(B.nr_dirty, 2);
+	ASSERT_EQ(mb_buddy_purge(&B, 5, 100000), 0);   /* nothing idle that long */
+	ASSERT_EQ(mb_buddy_purge(&B, 15, 100000), B.pb_pages);  /* the older one */
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.nr_dirty, 1);
+	ASSERT_EQ(B.count.released_pageblocks, 1);
+	ASSERT_EQ(mb_buddy_purge(&B, 100, 100000), B.pb_pages);
+	ASSERT_EQ(B.nr_dirty, 0);
+	ASSERT_BUDDY(&B);
 	long d = mb_buddy_alloc(&B, 4, MB_KERNNORCLM, &zeroed);
-	CHECK(d == a && zeroed == 1);
+	ASSERT_EQ(d, a);
+	ASSERT_EQ(zeroed, 1);
 	unsigned char *p = mb_buddy_page_addr(&B, (size_t)d);
 	for (size_t i = 0; i < 4 * MB_PAGE_SIZE; i++)
-		CHECK(p[i] == 0);
+		ASSERT_EQ(p[i], 0);
 	free_ok(&B, d);
 	test_buddy_free_region(&B);
 }
 
 /* A release that the kernel refuses keeps the pageblock queued. */
-static void test_release_failure(void)
+TEST(release_failure)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
 	long a = alloc_ok(&B, 1, MB_KERNNORCLM);
 	free_ok(&B, a);
 	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 1);
-	CHECK(mb_buddy_purge(&B, 0, 10000) == 0);
-	CHECK_BUDDY(&B);
-	CHECK(B.count.release_failures == 1 && B.nr_dirty == 1);
-	CHECK(mb_buddy_purge(&B, 0, 10000) == B.pb_pages);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_purge(&B, 0, 10000), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.count.release_failures, 1);
+	ASSERT_EQ(B.nr_dirty, 1);
+	ASSERT_EQ(mb_buddy_purge(&B, 0, 10000), B.pb_pages);
+	ASSERT_BUDDY(&B);
 	test_buddy_free_region(&B);
 }
 
-static void test_bad_parameters(void)
+TEST(bad_parameters)
 {
 	struct mb_buddy b;
 	size_t pb_bytes = (size_t)1 << (MB_MAX_ORDER_DEFAULT - 1 + MB_PAGE_SHIFT);
 	void *base = mb_os_reserve(2 * pb_bytes, pb_bytes);
-	CHECK(base);
-	CHECK(mb_buddy_init(&b, base, 2 * pb_bytes, MB_MAX_ORDER_MIN - 1) == -1);
-	CHECK(mb_buddy_init(&b, base, 2 * pb_bytes, MB_MAX_ORDER_MAX + 1) == -1);
-	CHECK(mb_buddy_init(&b, (char *)base + 4096, pb_bytes, MB_MAX_ORDER_DEFAULT) == -1);
-	CHECK(mb_buddy_init(&b, base, pb_bytes + 4096, MB_MAX_ORDER_DEFAULT) == -1);
+	ASSERT(base);
+	ASSERT_EQ(mb_buddy_init(&b, base, 2 * pb_bytes, MB_MAX_ORDER_MIN - 1), -1);
+	ASSERT_EQ(mb_buddy_init(&b, base, 2 * pb_bytes, MB_MAX_ORDER_MAX + 1), -1);
+	ASSERT_EQ(mb_buddy_init(&b, (char *)base + 4096, pb_bytes, MB_MAX_ORDER_DEFAULT), -1);
+	ASSERT_EQ(mb_buddy_init(&b, base, pb_bytes + 4096, MB_MAX_ORDER_DEFAULT), -1);
 	mb_os_unreserve(base, 2 * pb_bytes);
 }
 
@@ -454,7 +484,8 @@ static size_t resident_pages(const void *p, size_t len)
 	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(MB_PAGE_SIZE - 1);
 	size_t n = ((uintptr_t)p + len - a + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
 	unsigned char *v = malloc(n);
-	CHECK(v && mincore((void *)a, n << MB_PAGE_SHIFT, v) == 0);
+	ASSERT(v);
+	ASSERT_EQ(mincore((void *)a, n << MB_PAGE_SHIFT, v), 0);
 	size_t r = 0;
 	for (size_t i = 0; i < n; i++)
 		r += v[i] & 1;
@@ -465,21 +496,22 @@ static size_t resident_pages(const void *p, size_t len)
 /* Set-up writes nothing per pageblock, and a run of whole pageblocks
  * writes one page record, at its head: the metadata made resident does
  * not grow with the heap or with the run. */
-static void test_setup_and_runs_touch_no_records(void)
+TEST(setup_and_runs_touch_no_records)
 {
 	struct mb_buddy b;
 	size_t pb_bytes = (size_t)1 << (MB_MAX_ORDER_MIN - 1 + MB_PAGE_SHIFT);
 	size_t size = (size_t)256 << 30; /* two million pageblocks */
 	void *base = mb_os_reserve(size, pb_bytes);
-	CHECK(base);
-	CHECK(mb_buddy_init(&b, base, size, MB_MAX_ORDER_MIN) == 0);
-	CHECK(resident_pages(b.meta_base, b.meta_bytes) == 0);
+	ASSERT(base);
+	ASSERT_EQ(mb_buddy_init(&b, base, size, MB_MAX_ORDER_MIN), 0);
+	ASSERT_EQ(resident_pages(b.meta_base, b.meta_bytes), 0);
 
 	/* 4 GiB: 32768 pageblocks; their records fill 32 MiB. */
 	size_t n = ((size_t)4 << 30) >> MB_PAGE_SHIFT;
 	int zeroed = 0;
 	long r = mb_buddy_alloc(&b, n, MB_USERRCLM, &zeroed);
-	CHECK(r >= 0 && zeroed == 1);
+	ASSERT_GE(r, 0);
+	ASSERT_EQ(zeroed, 1);
 	size_t nblocks_run = n >> b.pb_order;
 	size_t records_alloc = resident_pages(b.pages, n * sizeof(struct mb_page));
 	size_t after_alloc = resident_pages(b.meta_base, b.meta_bytes);
@@ -488,16 +520,20 @@ static void test_setup_and_runs_touch_no_records(void)
 	size_t after_free = resident_pages(b.meta_base, b.meta_bytes);
 	/* Only the head's record; of the arrays per pageblock (type, flags,
 	 * pages used, queue links and time: 22 bytes), what the run covers. */
-	CHECK(records_alloc <= 1 && records_free <= 1);
+	ASSERT_LE(records_alloc, 1);
+	ASSERT_LE(records_free, 1);
 	size_t per_pb = (nblocks_run * 22 + MB_PAGE_SIZE - 1) / MB_PAGE_SIZE + 8;
-	CHECK(after_alloc <= per_pb && after_free <= per_pb);
+	ASSERT_LE(after_alloc, per_pb);
+	ASSERT_LE(after_free, per_pb);
 	/* Pageblocks a run covered come back dirty: reused, they are
 	 * reported not zeroed, through a run or through the buddy. */
 	long r2 = mb_buddy_alloc(&b, n, MB_USERRCLM, &zeroed);
-	CHECK(r2 == r && zeroed == 0);
+	ASSERT_EQ(r2, r);
+	ASSERT_EQ(zeroed, 0);
 	mb_buddy_free(&b, (size_t)r2);
 	long s = mb_buddy_alloc(&b, 3, MB_KERNRCLM, &zeroed);
-	CHECK(s >= 0 && zeroed == 0);
+	ASSERT_GE(s, 0);
+	ASSERT_EQ(zeroed, 0);
 	mb_buddy_free(&b, (size_t)s);
 	mb_buddy_destroy(&b);
 	mb_os_unreserve(base, size);
@@ -506,36 +542,37 @@ static void test_setup_and_runs_touch_no_records(void)
 /* Runs cut in two (aligned large allocations), shrunk and grown keep the
  * records of the pageblocks they cover whole untouched and stay
  * consistent. */
-static void test_run_split_shrink_grow(void)
+TEST(run_split_shrink_grow)
 {
 	test_buddy_new(&B, 16, MB_MAX_ORDER_MIN);
 	size_t pbp = B.pb_pages;
 	long r = alloc_ok(&B, 6 * pbp, MB_KERNRCLM);
 	/* Cut in the middle of the third pageblock, free the head part. */
 	mb_buddy_split(&B, (size_t)r, (size_t)r + 2 * pbp + 5);
-	CHECK_BUDDY(&B);
+	ASSERT_BUDDY(&B);
 	free_ok(&B, r);
 	long t = r + 2 * (long)pbp + 5;
-	CHECK(B.pages[t].npages == 4 * pbp - 5);
+	ASSERT_EQ(B.pages[t].npages, 4 * pbp - 5);
 	/* Shrink into the fourth pageblock, then grow across three more. */
-	CHECK(mb_buddy_resize(&B, (size_t)t, pbp + 3) == 0);
-	CHECK_BUDDY(&B);
-	CHECK(mb_buddy_resize(&B, (size_t)t, 5 * pbp) == 0);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)t, pbp + 3), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)t, 5 * pbp), 0);
+	ASSERT_BUDDY(&B);
 	/* Cut exactly at a pageblock boundary. */
 	size_t at = (((size_t)t >> B.pb_order) + 2) << B.pb_order;
 	mb_buddy_split(&B, (size_t)t, at);
-	CHECK_BUDDY(&B);
+	ASSERT_BUDDY(&B);
 	free_ok(&B, (long)at);
 	free_ok(&B, t);
-	CHECK(B.nr_global == B.nblocks && all_lists_empty(&B));
+	ASSERT_EQ(B.nr_global, B.nblocks);
+	ASSERT(all_lists_empty(&B));
 	test_buddy_free_region(&B);
 }
 
 /* Free blocks of an owned pageblock are queued when dirty pages are freed
  * in it; a purge takes adjacent ones as one span, off the lists while the
  * kernel takes them, and puts them back clean and merged. */
-static void test_purge_freed_spans(void)
+TEST(purge_freed_spans)
 {
 	test_buddy_new(&B, 4, MB_MAX_ORDER_MIN); /* pageblocks of 32 pages */
 	long a[8];
@@ -544,7 +581,8 @@ static void test_purge_freed_spans(void)
 		a[i] = alloc_ok(&B, 4, MB_KERNRCLM);
 		memset(mb_buddy_page_addr(&B, (size_t)a[i]), 0x5a, 4 * MB_PAGE_SIZE);
 	}
-	CHECK(B.nr_freed == 0 && B.oldest == UINT64_MAX);
+	ASSERT_EQ(B.nr_freed, 0);
+	ASSERT_EQ(B.oldest, UINT64_MAX);
 	/* Free 1, 2, 3 (one span of 12 pages) and 6: two ranges. */
 	B.clock = 5;
 	free_ok(&B, a[1]);
@@ -552,68 +590,80 @@ static void test_purge_freed_spans(void)
 	free_ok(&B, a[2]);
 	free_ok(&B, a[3]);
 	free_ok(&B, a[6]);
-	CHECK(B.nr_freed == 1 && B.oldest == 5);
+	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(B.oldest, 5);
 	struct mb_purge_batch bt;
-	CHECK(mb_buddy_purge_take(&B, 4, 1000, &bt) == 0); /* not idle long enough */
-	CHECK(mb_buddy_purge_take(&B, 5, 1000, &bt) == 16);
-	CHECK(bt.n == 2 && bt.r[0].idx == (size_t)a[1] && bt.r[0].npages == 12 && !bt.r[0].global);
-	CHECK(bt.r[1].idx == (size_t)a[6] && bt.r[1].npages == 4);
-	CHECK(B.nr_freed == 0 && B.oldest == UINT64_MAX && B.pages_inflight == 16);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_purge_take(&B, 4, 1000, &bt), 0); /* not idle long enough */
+	ASSERT_EQ(mb_buddy_purge_take(&B, 5, 1000, &bt), 16);
+	ASSERT_EQ(bt.n, 2);
+	ASSERT_EQ(bt.r[0].idx, (size_t)a[1]);
+	ASSERT_EQ(bt.r[0].npages, 12);
+	ASSERT(!bt.r[0].global);
+	ASSERT_EQ(bt.r[1].idx, (size_t)a[6]);
+	ASSERT_EQ(bt.r[1].npages, 4);
+	ASSERT_EQ(B.nr_freed, 0);
+	ASSERT_EQ(B.oldest, UINT64_MAX);
+	ASSERT_EQ(B.pages_inflight, 16);
+	ASSERT_BUDDY(&B);
 	/* In flight: nothing hands those pages out, and frees go on. */
 	long x = alloc_ok(&B, 4, MB_KERNRCLM);
-	CHECK(x >= (long)B.pb_pages); /* a new pageblock: the first one's free pages are all in flight */
+	ASSERT_GE(x, (long)B.pb_pages); /* a new pageblock: the first one's free pages are all in flight */
 	free_ok(&B, a[7]);
-	CHECK(B.nr_freed == 1);
+	ASSERT_EQ(B.nr_freed, 1);
 	mb_buddy_purge_release(&B, &bt);
-	CHECK(bt.r[0].ok && bt.r[1].ok);
+	ASSERT(bt.r[0].ok);
+	ASSERT(bt.r[1].ok);
 	mb_buddy_purge_done(&B, &bt);
-	CHECK_BUDDY(&B);
-	CHECK(B.pages_inflight == 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages_inflight, 0);
 	/* a[6] merged with a[7]'s pages, which are still dirty: queued. */
-	CHECK(B.nr_freed == 1);
+	ASSERT_EQ(B.nr_freed, 1);
 	for (long p = a[1]; p < a[1] + 12; p++)
-		CHECK(!(B.pages[p].flags & MB_PGF_DIRTY));
+		ASSERT(!(B.pages[p].flags & MB_PGF_DIRTY));
 	/* Reused, the released pages are known zero; a[6] and a[7] are not. */
 	free_ok(&B, x);
 	int z1 = 0, z2 = 0;
 	long y1 = mb_buddy_alloc(&B, 8, MB_KERNRCLM, &z1);
 	long y2 = mb_buddy_alloc(&B, 8, MB_KERNRCLM, &z2);
-	CHECK_BUDDY(&B);
+	ASSERT_BUDDY(&B);
 	long clean = y1 == a[2] ? y1 : y2;
-	CHECK(clean == a[2] && (y1 == a[6] || y2 == a[6]));
-	CHECK((y1 == a[2] ? z1 : z2) == 1 && (y1 == a[2] ? z2 : z1) == 0);
+	ASSERT_EQ(clean, a[2]);
+	ASSERT(y1 == a[6] || y2 == a[6]);
+	ASSERT_EQ((y1 == a[2] ? z1 : z2), 1);
+	ASSERT_EQ((y1 == a[2] ? z2 : z1), 0);
 	const unsigned char *p = mb_buddy_page_addr(&B, (size_t)clean);
 	for (size_t i = 0; i < 8 * MB_PAGE_SIZE; i++)
-		CHECK(p[i] == 0);
+		ASSERT_EQ(p[i], 0);
 	free_ok(&B, y1);
 	free_ok(&B, y2);
 	for (int i = 0; i < 8; i++)
 		if (i != 1 && i != 2 && i != 3 && i != 6 && i != 7)
 			free_ok(&B, a[i]);
-	CHECK(B.nr_global == 4);
+	ASSERT_EQ(B.nr_global, 4);
 	test_buddy_free_region(&B);
 }
 
 /* A pageblock that memory is taken from again is not idle: it is queued
  * anew, and its free blocks wait a whole decay time from then. */
-static void test_purge_requeue_on_reuse(void)
+TEST(purge_requeue_on_reuse)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
 	B.clock = 1;
 	long a = alloc_ok(&B, 4, MB_USERRCLM), c = alloc_ok(&B, 4, MB_USERRCLM);
 	B.clock = 5;
 	free_ok(&B, a);
-	CHECK(B.nr_freed == 1 && B.oldest == 5);
+	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(B.oldest, 5);
 	B.clock = 9;
 	long d = alloc_ok(&B, 1, MB_USERRCLM);
-	CHECK(B.nr_freed == 1 && B.oldest == 9);
+	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(B.oldest, 9);
 	struct mb_purge_batch bt;
-	CHECK(mb_buddy_purge_take(&B, 6, 1000, &bt) == 0);
-	CHECK(mb_buddy_purge_take(&B, 9, 1000, &bt) > 0);
+	ASSERT_EQ(mb_buddy_purge_take(&B, 6, 1000, &bt), 0);
+	ASSERT_GT(mb_buddy_purge_take(&B, 9, 1000, &bt), 0);
 	mb_buddy_purge_release(&B, &bt);
 	mb_buddy_purge_done(&B, &bt);
-	CHECK_BUDDY(&B);
+	ASSERT_BUDDY(&B);
 	free_ok(&B, c);
 	free_ok(&B, d);
 	test_buddy_free_region(&B);
@@ -621,56 +671,41 @@ static void test_purge_requeue_on_reuse(void)
 
 /* Neighbouring global pageblocks idle as long go back in one range, within
  * the budget, and stay out of the pool while the kernel takes them. */
-static void test_purge_coalesces_pageblocks(void)
+TEST(purge_coalesces_pageblocks)
 {
 	test_buddy_new(&B, 8, MB_MAX_ORDER_MIN);
 	size_t pbp = B.pb_pages;
 	B.clock = 1;
 	long r = alloc_ok(&B, 5 * pbp, MB_USERRCLM);
 	free_ok(&B, r);
-	CHECK(B.nr_dirty == 5 && B.nr_global == 8);
+	ASSERT_EQ(B.nr_dirty, 5);
+	ASSERT_EQ(B.nr_global, 8);
 	struct mb_purge_batch bt;
 	/* A budget of 3 pageblocks takes three of them, as one range. */
-	CHECK(mb_buddy_purge_take(&B, 1, 3 * pbp, &bt) == 3 * pbp);
-	CHECK(bt.n == 1 && bt.r[0].global && bt.r[0].npages == 3 * pbp);
-	CHECK(B.nr_inflight == 3 && B.nr_global == 5 && B.nr_dirty == 2);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_purge_take(&B, 1, 3 * pbp, &bt), 3 * pbp);
+	ASSERT_EQ(bt.n, 1);
+	ASSERT(bt.r[0].global);
+	ASSERT_EQ(bt.r[0].npages, 3 * pbp);
+	ASSERT_EQ(B.nr_inflight, 3);
+	ASSERT_EQ(B.nr_global, 5);
+	ASSERT_EQ(B.nr_dirty, 2);
+	ASSERT_BUDDY(&B);
 	/* A run of 6 does not fit while they are out; one of 3 does. */
-	CHECK(mb_buddy_alloc(&B, 6 * pbp, MB_USERRCLM, NULL) == -1);
+	ASSERT_EQ(mb_buddy_alloc(&B, 6 * pbp, MB_USERRCLM, NULL), -1);
 	long s = alloc_ok(&B, 3 * pbp, MB_USERRCLM);
-	CHECK(s == (long)(3 * pbp)); /* first fit, past the pageblocks in flight */
+	ASSERT_EQ(s, (long)(3 * pbp)); /* first fit, past the pageblocks in flight */
 	mb_buddy_purge_release(&B, &bt);
 	mb_buddy_purge_done(&B, &bt);
-	CHECK_BUDDY(&B);
-	CHECK(B.nr_inflight == 0 && B.nr_global == 5 && B.count.released_pageblocks == 3);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.nr_inflight, 0);
+	ASSERT_EQ(B.nr_global, 5);
+	ASSERT_EQ(B.count.released_pageblocks, 3);
 	B.clock = 2;
 	free_ok(&B, s);
-	CHECK(mb_buddy_purge(&B, 1, SIZE_MAX) == 0);
-	CHECK(mb_buddy_purge(&B, 2, SIZE_MAX) == 3 * pbp);
-	CHECK(B.nr_dirty == 0 && B.oldest == UINT64_MAX);
-	CHECK_BUDDY(&B);
+	ASSERT_EQ(mb_buddy_purge(&B, 1, SIZE_MAX), 0);
+	ASSERT_EQ(mb_buddy_purge(&B, 2, SIZE_MAX), 3 * pbp);
+	ASSERT_EQ(B.nr_dirty, 0);
+	ASSERT_EQ(B.oldest, UINT64_MAX);
+	ASSERT_BUDDY(&B);
 	test_buddy_free_region(&B);
-}
-
-int main(void)
-{
-	RUN(test_split_and_coalesce_every_order);
-	RUN(test_steal_reserves_pageblock);
-	RUN(test_free_everything_returns_pool);
-	RUN(test_fallback_order);
-	RUN(test_reclaimable_borrow_before_global);
-	RUN(test_homes_keep_users_apart);
-	RUN(test_multi_pageblock_runs);
-	RUN(test_exhaustion);
-	RUN(test_exact_sizes);
-	RUN(test_resize_in_place);
-	RUN(test_release_and_zeroed);
-	RUN(test_release_failure);
-	RUN(test_bad_parameters);
-	RUN(test_setup_and_runs_touch_no_records);
-	RUN(test_run_split_shrink_grow);
-	RUN(test_purge_freed_spans);
-	RUN(test_purge_coalesces_pageblocks);
-	RUN(test_purge_requeue_on_reuse);
-	return 0;
 }

@@ -5,7 +5,7 @@
  * meanwhile its pages belong to nobody and nothing may hand them out. MB_RANDOM_OPS sets the total number of operations (default
  * 10,000,000), MB_RANDOM_SEED the seed. */
 #include "config.h"
-#include "testutil.h"
+#include "harness.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -33,10 +33,8 @@ static uint16_t *owner; /* shadow: which live slot + 1 owns each page */
 static void shadow_set(size_t idx, size_t n, uint16_t v, uint16_t expect)
 {
 	for (size_t i = idx; i < idx + n; i++) {
-		if (owner[i] != expect) {
-			fprintf(stderr, "page %zu owned by %u, expected %u\n", i, owner[i], expect);
-			exit(1);
-		}
+		if (owner[i] != expect)
+			FAIL("page %zu owned by %u, expected %u", i, owner[i], expect);
 		owner[i] = v;
 	}
 }
@@ -72,7 +70,7 @@ static void tag_verify_value(struct mb_buddy *b, size_t idx, size_t n, unsigned 
 	size_t last = (n << MB_PAGE_SHIFT) - 1;
 	for (size_t k = 0;; k++) {
 		size_t at = tag_spot(b, idx, n, k);
-		CHECK(p[at] == v);
+		ASSERT_EQ(p[at], v);
 		if (at == last)
 			break;
 	}
@@ -89,10 +87,11 @@ static void finish_purge(struct mb_buddy *b, struct mb_purge_batch *bt)
 	mb_buddy_purge_release(b, bt);
 	for (unsigned k = 0; k < bt->n; k++) {
 		struct mb_purge_range *r = &bt->r[k];
-		CHECK(r->ok);
+		ASSERT(r->ok);
 		shadow_set(r->idx, r->npages, 0, INFLIGHT);
 		const unsigned char *p = mb_buddy_page_addr(b, r->idx);
-		CHECK(p[0] == 0 && p[(r->npages << MB_PAGE_SHIFT) - 1] == 0);
+		ASSERT_EQ(p[0], 0);
+		ASSERT_EQ(p[(r->npages << MB_PAGE_SHIFT) - 1], 0);
 	}
 	mb_buddy_purge_done(b, bt);
 }
@@ -119,7 +118,7 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 	int inflight = 0;
 	test_buddy_new(&b, npb, max_order);
 	owner = calloc(b.npages, sizeof(*owner));
-	CHECK(owner);
+	ASSERT(owner);
 
 	for (unsigned long op = 0; op < ops; op++) {
 		uint64_t r = rnd() % 100;
@@ -150,7 +149,7 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			struct live *l = &live[i];
 			tag_verify(&b, l);
 			shadow_set((size_t)l->idx, l->npages, 0, (uint16_t)(i + 1));
-			CHECK(mb_buddy_free(&b, (size_t)l->idx) == l->npages);
+			ASSERT_EQ(mb_buddy_free(&b, (size_t)l->idx), l->npages);
 			live[i] = live[--nlive];
 			if (i < nlive)
 				shadow_set((size_t)live[i].idx, live[i].npages, (uint16_t)(i + 1),
@@ -180,7 +179,7 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			tag_verify(&b, l);
 			size_t old = l->npages;
 			if (n < old) {
-				CHECK(mb_buddy_resize(&b, (size_t)l->idx, n) == 0);
+				ASSERT_EQ(mb_buddy_resize(&b, (size_t)l->idx, n), 0);
 				shadow_set((size_t)l->idx + n, old - n, 0, (uint16_t)(i + 1));
 				l->npages = n;
 			} else if (mb_buddy_resize(&b, (size_t)l->idx, n) == 0) {
@@ -200,11 +199,11 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			finish_purge(&b, &bt);
 			inflight = 0;
 		}
-		CHECK_BUDDY(&b);
+		ASSERT_BUDDY(&b);
 		size_t total = 0;
 		for (int i = 0; i < nlive; i++)
 			total += live[i].npages;
-		CHECK(total == b.pages_allocated);
+		ASSERT_EQ(total, b.pages_allocated);
 	}
 	if (inflight)
 		finish_purge(&b, &bt);
@@ -213,14 +212,14 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 		tag_verify(&b, l);
 		mb_buddy_free(&b, (size_t)l->idx);
 	}
-	CHECK_BUDDY(&b);
-	CHECK(b.nr_global == b.nblocks);
+	ASSERT_BUDDY(&b);
+	ASSERT_EQ(b.nr_global, b.nblocks);
 	free(owner);
 	test_buddy_free_region(&b);
 	return fails;
 }
 
-int main(void)
+TEST(random_operations)
 {
 	const char *s = getenv("MB_RANDOM_OPS");
 	unsigned long total = s ? strtoul(s, NULL, 10) : 10000000UL;
@@ -239,6 +238,5 @@ int main(void)
 		fails += run(cfg[i].max_order, cfg[i].npb, n);
 		done += n;
 	}
-	printf("random buddy: %lu operations checked, %lu allocations refused for lack of memory\n", done, fails);
-	return 0;
+	NOTE("%lu operations checked, %lu allocations refused for lack of memory", done, fails);
 }

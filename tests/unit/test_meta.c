@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "metadata.h"
-#include "testutil.h"
+#include "harness.h"
 
 #define PAGE 4096u
 
@@ -59,7 +59,7 @@ static size_t random_size(void)
 static void check_zero_and_fill(struct rec *r, unsigned char tag)
 {
 	for (size_t i = 0; i < r->n; i++)
-		CHECK(r->p[i] == 0);
+		ASSERT_EQ(r->p[i], 0);
 	memset(r->p, tag, r->n);
 }
 
@@ -73,62 +73,88 @@ static void check_disjoint(int n)
 		for (int j = i + 1; j < n; j++) {
 			if (!recs[j].p)
 				continue;
-			CHECK(recs[i].p + recs[i].n <= recs[j].p || recs[j].p + recs[j].n <= recs[i].p);
+			ASSERT(recs[i].p + recs[i].n <= recs[j].p || recs[j].p + recs[j].n <= recs[i].p);
 			if (recs[i].n <= 2048 && recs[j].n <= 2048 && recs[i].group != recs[j].group)
-				CHECK((uintptr_t)recs[i].p / PAGE != (uintptr_t)recs[j].p / PAGE);
+				ASSERT_NE((uintptr_t)recs[i].p / PAGE, (uintptr_t)recs[j].p / PAGE);
 		}
 	}
 }
 
-int main(void)
+static void free_all(void)
 {
-	/* Random churn with contents checked. */
+	for (int i = 0; i < N; i++)
+		if (recs[i].p) {
+			mb_meta_free(recs[i].p, recs[i].n);
+			recs[i].p = NULL;
+		}
+}
+
+/* Random churn with contents checked: records come zeroed, keep what was
+ * written in them, and never overlap. */
+TEST(churn)
+{
 	for (int round = 0; round < 20; round++) {
 		for (int i = 0; i < N; i++) {
 			struct rec *r = &recs[i];
 			if (r->p && rnd() % 2) {
 				for (size_t k = 0; k < r->n; k++)
-					CHECK(r->p[k] == (unsigned char)i);
+					ASSERT_EQ(r->p[k], (unsigned char)i);
 				mb_meta_free(r->p, r->n);
 				r->p = NULL;
 			} else if (!r->p && rnd() % 3 == 0) {
 				r->n = random_size();
 				r->group = (unsigned)(rnd() % MB_META_GROUPS);
 				r->p = mb_meta_alloc_group(r->n, r->group);
-				CHECK(r->p != NULL);
-				CHECK(((uintptr_t)r->p & 63) == 0);
+				ASSERT_NE(r->p, NULL);
+				ASSERT_EQ(((uintptr_t)r->p & 63), 0);
 				check_zero_and_fill(r, (unsigned char)i);
 			}
 		}
 	}
 	check_disjoint(1500);
-	CHECK(mb_meta_alloc(0) == NULL && mb_meta_alloc(MB_META_MAX + 1) == NULL);
-	CHECK(mb_meta_alloc_group(64, MB_META_GROUPS) == NULL);
+	free_all();
+}
 
-	/* Free everything: every page but the chunk headers goes back. */
-	for (int i = 0; i < N; i++)
-		if (recs[i].p) {
-			mb_meta_free(recs[i].p, recs[i].n);
-			recs[i].p = NULL;
-		}
+TEST(bad_requests)
+{
+	ASSERT_EQ(mb_meta_alloc(0), NULL);
+	ASSERT_EQ(mb_meta_alloc(MB_META_MAX + 1), NULL);
+	ASSERT_EQ(mb_meta_alloc_group(64, MB_META_GROUPS), NULL);
+}
+
+/* Free everything: every page but the chunk headers goes back. */
+TEST(free_pages_go_back)
+{
+	for (int i = 0; i < 500; i++) {
+		recs[i].n = random_size();
+		recs[i].group = (unsigned)(rnd() % MB_META_GROUPS);
+		recs[i].p = mb_meta_alloc_group(recs[i].n, recs[i].group);
+		ASSERT_NE(recs[i].p, NULL);
+		memset(recs[i].p, 1, recs[i].n);
+	}
+	free_all();
 	size_t before = mb_meta_resident();
 	int failed;
 	size_t released = mb_meta_release(&failed);
-	CHECK(!failed && released > 0);
-	CHECK(mb_meta_resident() == before - released * PAGE);
+	ASSERT(!failed);
+	ASSERT_GT(released, 0);
+	ASSERT_EQ(mb_meta_resident(), before - released * PAGE);
 	size_t chunks = mb_meta_mapped() / (2u << 20);
 	/* The headers only, and the rest of the system page they end in. */
-	CHECK(mb_meta_resident() <= chunks * ((6 + SYS_PAGES - 1) / SYS_PAGES * SYS_PAGES) * PAGE);
-	CHECK(mb_meta_release(&failed) == 0 && !failed);
+	ASSERT_LE(mb_meta_resident(), chunks * ((6 + SYS_PAGES - 1) / SYS_PAGES * SYS_PAGES) * PAGE);
+	ASSERT_EQ(mb_meta_release(&failed), 0);
+	ASSERT(!failed);
+	NOTE("%zu chunk(s), %zu pages released", chunks, released);
+}
 
-	/* Released pages come back zeroed. */
+/* Released pages come back zeroed. */
+TEST(reused_pages_are_zeroed)
+{
 	struct rec r = { mb_meta_alloc(3 * PAGE), 3 * PAGE, 0 };
-	CHECK(r.p != NULL);
+	ASSERT_NE(r.p, NULL);
 	check_zero_and_fill(&r, 0xAB);
 	mb_meta_free(r.p, r.n);
 	r.p = mb_meta_alloc(3 * PAGE);
 	check_zero_and_fill(&r, 0xCD);
 	mb_meta_free(r.p, r.n);
-	printf("test_meta: %zu chunk(s), %zu pages released\n", chunks, released);
-	return 0;
 }

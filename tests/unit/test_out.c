@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "out.h"
-#include "testutil.h"
+#include "harness.h"
 
 static char dir[] = "/tmp/mbuddy-test-out.XXXXXX";
 static char path[PATH_MAX], other[PATH_MAX];
@@ -20,7 +20,7 @@ static char path[PATH_MAX], other[PATH_MAX];
 static void put(const char *p, const char *text)
 {
 	FILE *f = fopen(p, "w");
-	CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0);
+	ASSERT(f && fputs(text, f) >= 0 && fclose(f) == 0);
 }
 
 static int holds(const char *p, const char *text)
@@ -46,144 +46,155 @@ static int entries(void)
 	return n;
 }
 
-static void write_all(int fd, const char *text)
+static void remove_dir(void)
 {
-	CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	rmdir(dir);
 }
 
-static void test_writer(void)
+/* Each test of files starts in the test directory, made by the first,
+ * empty, and leaves it empty. */
+static void use_dir(void)
+{
+	if (!path[0]) {
+		ASSERT_NE(mkdtemp(dir), NULL);
+		atexit(remove_dir);
+		snprintf(path, sizeof path, "%s/file", dir);
+		snprintf(other, sizeof other, "%s/other", dir);
+	}
+	ASSERT_EQ(entries(), 0);
+}
+
+static void write_all(int fd, const char *text)
+{
+	ASSERT_EQ(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+}
+
+TEST(writer)
 {
 	int fds[2];
-	CHECK(pipe(fds) == 0);
+	ASSERT_EQ(pipe(fds), 0);
 	struct mb_out o;
 	mb_out_init(&o, fds[1]);
 	mb_out_str(&o, "a");
 	mb_out_fmt(&o, "%d", 42);
 	mb_out_json_str(&o, "q\"\x01\xff");
-	CHECK(mb_out_flush(&o) == 0);
+	ASSERT_EQ(mb_out_flush(&o), 0);
 	char buf[64] = "";
-	CHECK(read(fds[0], buf, sizeof buf - 1) > 0);
-	CHECK(strcmp(buf, "a42\"q\\\"\\u0001\\ufffd\"") == 0);
+	ASSERT_GT(read(fds[0], buf, sizeof buf - 1), 0);
+	ASSERT_STR_EQ(buf, "a42\"q\\\"\\u0001\\ufffd\"");
 	close(fds[0]);
 	close(fds[1]);
 }
 
-static void test_create(void)
+TEST(create)
 {
+	use_dir();
 	struct mb_file f;
 	mode_t old = umask(0);
 	int fd = mb_file_create(&f, path);
 	umask(old);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	write_all(fd, "one");
 	const char *why;
-	CHECK(mb_file_commit(&f, &why) == 0);
+	ASSERT_EQ(mb_file_commit(&f, &why), 0);
 	struct stat st;
-	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	ASSERT(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
 	/* Never over an existing file, nor through a symbolic link. */
-	CHECK(mb_file_create(&f, path) < 0 && errno == EEXIST);
-	CHECK(symlink(path, other) == 0);
-	CHECK(mb_file_create(&f, other) < 0 && errno == EEXIST);
-	CHECK(holds(path, "one"));
+	ASSERT(mb_file_create(&f, path) < 0 && errno == EEXIST);
+	ASSERT_EQ(symlink(path, other), 0);
+	ASSERT(mb_file_create(&f, other) < 0 && errno == EEXIST);
+	ASSERT(holds(path, "one"));
 	unlink(other);
 	unlink(path);
+	ASSERT_EQ(entries(), 0);
 }
 
-static void test_replace(void)
+TEST(replace)
 {
+	use_dir();
 	put(path, "old");
 	chmod(path, 0640);
 	struct stat st;
 	const char *why;
 	int fd = mb_file_open_regular(path, 0, &st, &why);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	close(fd);
-	CHECK(mb_file_may_replace(&st, &why));
+	ASSERT(mb_file_may_replace(&st, &why));
 	struct mb_file f;
 	fd = mb_file_replace(&f, path, &st, st.st_mode);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	write_all(fd, "new");
-	CHECK(holds(path, "old")); /* nothing visible before the commit */
-	CHECK(mb_file_commit(&f, &why) == 0);
-	CHECK(holds(path, "new"));
+	ASSERT(holds(path, "old")); /* nothing visible before the commit */
+	ASSERT_EQ(mb_file_commit(&f, &why), 0);
+	ASSERT(holds(path, "new"));
 	struct stat now;
-	CHECK(stat(path, &now) == 0 && (now.st_mode & 0777) == 0640);
-	CHECK(entries() == 1);
+	ASSERT(stat(path, &now) == 0 && (now.st_mode & 0777) == 0640);
+	ASSERT_EQ(entries(), 1);
 
 	/* The path changed between the check and the commit: kept. */
-	CHECK(stat(path, &st) == 0);
+	ASSERT_EQ(stat(path, &st), 0);
 	fd = mb_file_replace(&f, path, &st, 0600);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	write_all(fd, "mine");
 	put(other, "theirs");
-	CHECK(rename(other, path) == 0);
-	CHECK(mb_file_commit(&f, &why) != 0 && why != NULL);
-	CHECK(holds(path, "theirs"));
-	CHECK(entries() == 1);
+	ASSERT_EQ(rename(other, path), 0);
+	ASSERT(mb_file_commit(&f, &why) != 0 && why != NULL);
+	ASSERT(holds(path, "theirs"));
+	ASSERT_EQ(entries(), 1);
 
 	/* Abandoned: the path is untouched, nothing left behind. */
 	fd = mb_file_replace(&f, path, &st, 0600);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	mb_file_abandon(&f);
-	CHECK(holds(path, "theirs") && entries() == 1);
+	ASSERT(holds(path, "theirs") && entries() == 1);
 	unlink(path);
+	ASSERT_EQ(entries(), 0);
 }
 
-static void test_replace_missing(void)
+TEST(replace_missing)
 {
+	use_dir();
 	struct mb_file f;
 	const char *why;
 	int fd = mb_file_replace(&f, path, NULL, 0600);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	write_all(fd, "first");
-	CHECK(mb_file_commit(&f, &why) == 0 && holds(path, "first"));
+	ASSERT(mb_file_commit(&f, &why) == 0 && holds(path, "first"));
 	/* Created meanwhile by someone else: not replaced. */
 	unlink(path);
 	fd = mb_file_replace(&f, path, NULL, 0600);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	write_all(fd, "late");
 	put(path, "early");
-	CHECK(mb_file_commit(&f, &why) != 0 && errno == EEXIST && why != NULL);
-	CHECK(holds(path, "early") && entries() == 1);
+	ASSERT(mb_file_commit(&f, &why) != 0 && errno == EEXIST && why != NULL);
+	ASSERT(holds(path, "early") && entries() == 1);
 	unlink(path);
+	ASSERT_EQ(entries(), 0);
 }
 
-static void test_open_regular(void)
+TEST(open_regular)
 {
+	use_dir();
 	struct stat st;
 	const char *why;
-	CHECK(mkfifo(path, 0600) == 0);
-	CHECK(mb_file_open_regular(path, 1, &st, &why) < 0 && why && strstr(why, "FIFO"));
+	ASSERT_EQ(mkfifo(path, 0600), 0);
+	ASSERT(mb_file_open_regular(path, 1, &st, &why) < 0 && why && strstr(why, "FIFO"));
 	unlink(path);
 	put(other, "x");
-	CHECK(symlink(other, path) == 0);
-	CHECK(mb_file_open_regular(path, 0, &st, &why) < 0 && why && strstr(why, "symbolic link"));
+	ASSERT_EQ(symlink(other, path), 0);
+	ASSERT(mb_file_open_regular(path, 0, &st, &why) < 0 && why && strstr(why, "symbolic link"));
 	int fd = mb_file_open_regular(path, 1, &st, &why);
-	CHECK(fd >= 0);
+	ASSERT_GE(fd, 0);
 	close(fd);
 	unlink(path);
-	CHECK(mb_file_open_regular(path, 1, &st, &why) < 0 && errno == ENOENT && why == NULL);
+	ASSERT(mb_file_open_regular(path, 1, &st, &why) < 0 && errno == ENOENT && why == NULL);
 	/* Read-only and foreign files are not replaced. */
-	CHECK(stat(other, &st) == 0);
+	ASSERT_EQ(stat(other, &st), 0);
 	st.st_mode &= ~(mode_t)S_IWUSR;
-	CHECK(!mb_file_may_replace(&st, &why) && strstr(why, "read-only"));
+	ASSERT(!mb_file_may_replace(&st, &why) && strstr(why, "read-only"));
 	st.st_mode |= S_IWUSR;
 	st.st_uid = geteuid() + 1;
-	CHECK(!mb_file_may_replace(&st, &why) && strstr(why, "another user"));
+	ASSERT(!mb_file_may_replace(&st, &why) && strstr(why, "another user"));
 	unlink(other);
-}
-
-int main(void)
-{
-	CHECK(mkdtemp(dir) != NULL);
-	snprintf(path, sizeof path, "%s/file", dir);
-	snprintf(other, sizeof other, "%s/other", dir);
-	RUN(test_writer);
-	RUN(test_create);
-	RUN(test_replace);
-	RUN(test_replace_missing);
-	RUN(test_open_regular);
-	CHECK(entries() == 0);
-	rmdir(dir);
-	return 0;
+	ASSERT_EQ(entries(), 0);
 }

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "profile.h"
-#include "testutil.h"
+#include "harness.h"
 
 /* Every stat() of the process, the library's included, comes here. */
 static unsigned stats;
@@ -30,21 +30,21 @@ static void key_all(uint64_t *out)
 		out[i] = mb_profile_pc_key(i % 2 ? libc + i : here + i);
 }
 
-int main(void)
+TEST(module_identity_computed_once)
 {
+	stats = 0;
 	key_all(keys[0]);
-	fprintf(stderr, "  %u stat() calls for %d call sites in two modules\n", stats, SITES);
-	CHECK(stats <= 4);
+	NOTE("%u stat() calls for %d call sites in two modules", stats, SITES);
+	ASSERT_LE(stats, 4);
 	for (int i = 0; i < SITES; i++) {
-		CHECK(keys[0][i] != 0);
+		ASSERT_NE(keys[0][i], 0);
 		for (int j = i + 1; j < i + 3 && j < SITES; j++)
-			CHECK(keys[0][i] != keys[0][j]);
+			ASSERT_NE(keys[0][i], keys[0][j]);
 	}
 	/* Code was unmapped: identities are computed again, to the same keys. */
 	mb_profile_forget_modules();
 	stats = 0;
 	key_all(keys[1]);
-	CHECK(stats >= 1 && stats <= 4);
-	CHECK(memcmp(keys[0], keys[1], sizeof keys[0]) == 0);
-	return 0;
+	ASSERT(stats >= 1 && stats <= 4);
+	ASSERT_EQ(memcmp(keys[0], keys[1], sizeof keys[0]), 0);
 }
