@@ -25,6 +25,7 @@ long sysconf(int name)
 #define SYS_PAGES 1u
 #endif
 #define N 6000
+#define SMALL_BYTES 2048 /* the largest record carved from a shared page */
 
 struct rec {
 	unsigned char *p;
@@ -120,6 +121,11 @@ TEST(bad_requests)
 	ASSERT_EQ(mb_meta_alloc(0), NULL);
 	ASSERT_EQ(mb_meta_alloc(MB_META_MAX + 1), NULL);
 	ASSERT_EQ(mb_meta_alloc_group(64, MB_META_GROUPS), NULL);
+	void *p = mb_meta_alloc(MB_META_MAX);
+	ASSERT_NE(p, NULL);
+	ASSERT_EQ((uintptr_t)p % PAGE, 0);
+	mb_meta_free(p, MB_META_MAX);
+	mb_meta_free(NULL, 64); /* like free(NULL) */
 }
 
 /* Free everything: every page but the chunk headers goes back. */
@@ -147,7 +153,27 @@ TEST(free_pages_go_back)
 	NOTE("%zu chunk(s), %zu pages released", chunks, released);
 }
 
-/* Released pages come back zeroed. */
+/* A release the kernel refuses leaves the pages resident, to be released
+ * by the next call. */
+TEST(refused_release_is_retried)
+{
+	struct rec r = { mb_meta_alloc(8 * PAGE), 8 * PAGE, 0 };
+	ASSERT_NE(r.p, NULL);
+	memset(r.p, 1, r.n);
+	mb_meta_free(r.p, r.n);
+	size_t before = mb_meta_resident();
+	int failed;
+	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 1);
+	ASSERT_EQ(mb_meta_release(&failed), 0);
+	ASSERT(failed);
+	ASSERT_EQ(mb_os_faults_injected(MB_FAULT_RELEASE), 1);
+	ASSERT_EQ(mb_meta_resident(), before);
+	ASSERT_GT(mb_meta_release(&failed), 0);
+	ASSERT(!failed);
+	ASSERT_LT(mb_meta_resident(), before);
+}
+
+/* Released pages, and pages reused without a release, come back zeroed. */
 TEST(reused_pages_are_zeroed)
 {
 	struct rec r = { mb_meta_alloc(3 * PAGE), 3 * PAGE, 0 };
@@ -157,4 +183,16 @@ TEST(reused_pages_are_zeroed)
 	r.p = mb_meta_alloc(3 * PAGE);
 	check_zero_and_fill(&r, 0xCD);
 	mb_meta_free(r.p, r.n);
+	int failed;
+	mb_meta_release(&failed);
+	r.p = mb_meta_alloc(3 * PAGE);
+	check_zero_and_fill(&r, 0xEF);
+	mb_meta_free(r.p, r.n);
+	/* A small record on a page whose records were all freed. */
+	struct rec s = { mb_meta_alloc(SMALL_BYTES), SMALL_BYTES, 0 };
+	check_zero_and_fill(&s, 0x11);
+	mb_meta_free(s.p, s.n);
+	s.p = mb_meta_alloc(SMALL_BYTES);
+	check_zero_and_fill(&s, 0x22);
+	mb_meta_free(s.p, s.n);
 }
