@@ -56,7 +56,7 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 static int count_threads(int *purge_threads, int *purge_mask_full)
 {
 	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
-	REQUIRE(dfd >= 0, "cannot open /proc/self/task");
+	PT_REQUIRE(dfd >= 0, "cannot open /proc/self/task");
 	int n = 0;
 	*purge_threads = 0;
 	*purge_mask_full = 1;
@@ -89,9 +89,9 @@ static int count_threads(int *purge_threads, int *purge_mask_full)
 static size_t rss_bytes(void)
 {
 	FILE *f = fopen("/proc/self/statm", "r");
-	REQUIRE(f, "cannot read /proc/self/statm");
+	PT_REQUIRE(f, "cannot read /proc/self/statm");
 	unsigned long size = 0, res = 0;
-	REQUIRE(fscanf(f, "%lu %lu", &size, &res) == 2, "cannot parse /proc/self/statm");
+	PT_REQUIRE(fscanf(f, "%lu %lu", &size, &res) == 2, "cannot parse /proc/self/statm");
 	fclose(f);
 	return res * (size_t)sysconf(_SC_PAGESIZE);
 }
@@ -111,7 +111,7 @@ static void grow_and_drop(void)
 {
 	for (int i = 0; i < NBLOCKS; i++) {
 		blocks[i] = malloc(BLOCK);
-		REQUIRE(blocks[i], "malloc(%d) failed", BLOCK);
+		PT_REQUIRE(blocks[i], "malloc(%d) failed", BLOCK);
 		memset(blocks[i], i, BLOCK);
 	}
 	for (int i = 0; i < NBLOCKS; i++)
@@ -178,16 +178,16 @@ static void forks_while_running(void)
 {
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++)
-		REQUIRE(pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 7)) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 7)) == 0, "pthread_create");
 	for (int i = 0; i < 20; i++) {
 		pid_t pid = fork();
-		REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+		PT_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
 		if (pid == 0)
 			child();
 		int st;
-		REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
-		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: child status 0x%x (10: threads copied, "
-		      "11: no memory used, 12: memory not returned while idle, 13: no purge thread)", i, st);
+		PT_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+		PT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: child status 0x%x (10: threads copied, "
+		         "11: no memory used, 12: memory not returned while idle, 13: no purge thread)", i, st);
 	}
 	atomic_store(&stop, 1);
 	for (int i = 0; i < 2; i++)
@@ -205,10 +205,10 @@ static int run_background_off(void)
 		free(malloc(BLOCK));
 		sleep_ms(12);
 	}
-	CHECK(rss_bytes() + 24 * MiB <= before, "MBUDDY_BACKGROUND=0: RSS %zu MiB after the calls, %zu MiB before",
-	      rss_bytes() / MiB, before / MiB);
+	PT_CHECK(rss_bytes() + 24 * MiB <= before, "MBUDDY_BACKGROUND=0: RSS %zu MiB after the calls, %zu MiB before",
+	         rss_bytes() / MiB, before / MiB);
 	count_threads(&purge, &full);
-	CHECK(purge == 0, "MBUDDY_BACKGROUND=0 but a purge thread runs");
+	PT_CHECK(purge == 0, "MBUDDY_BACKGROUND=0 but a purge thread runs");
 	return pt_finish();
 }
 
@@ -225,7 +225,7 @@ static void *last_worker(void *arg)
 static void run_main_exits_first(void)
 {
 	pthread_t t;
-	REQUIRE(pthread_create(&t, NULL, last_worker, NULL) == 0, "pthread_create");
+	PT_REQUIRE(pthread_create(&t, NULL, last_worker, NULL) == 0, "pthread_create");
 	pthread_exit(NULL);
 }
 
@@ -234,7 +234,7 @@ static void run_main_exits_first(void)
 static int run_mode(char **argv, const char *mode, const char *var, const char *val, int seconds)
 {
 	pid_t pid = fork();
-	REQUIRE(pid >= 0, "fork");
+	PT_REQUIRE(pid >= 0, "fork");
 	if (pid == 0) {
 		if (var)
 			setenv(var, val, 1);
@@ -245,7 +245,7 @@ static int run_mode(char **argv, const char *mode, const char *var, const char *
 	int st;
 	for (int ms = 0; ms < seconds * 1000; ms += 20) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
-		REQUIRE(w >= 0, "waitpid");
+		PT_REQUIRE(w >= 0, "waitpid");
 		if (w == pid)
 			return st;
 		sleep_ms(20);
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 	if (!decay || strcmp(decay, "50") != 0) {
 		setenv("MBUDDY_DECAY_MS", "50", 1);
 		execv("/proc/self/exe", argv);
-		REQUIRE(0, "cannot run itself again: %s", strerror(errno));
+		PT_REQUIRE(0, "cannot run itself again: %s", strerror(errno));
 	}
 	if (argc > 1 && strcmp(argv[1], "background-off") == 0)
 		return run_background_off();
@@ -279,7 +279,7 @@ int main(int argc, char **argv)
 	sleep_ms(120);
 	for (int i = 0; i < NBLOCKS; i++)
 		blocks[i + 0] = realloc(blocks[i], BLOCK);
-	CHECK(count_threads(&purge, &full) == 1 && purge == 0, "a purge thread started in a process that frees nothing");
+	PT_CHECK(count_threads(&purge, &full) == 1 && purge == 0, "a purge thread started in a process that frees nothing");
 	for (int i = 0; i < NBLOCKS; i++)
 		free(blocks[i]);
 
@@ -288,30 +288,30 @@ int main(int argc, char **argv)
 	sleep_ms(120);
 	free(malloc(BLOCK));
 	count_threads(&purge, &full);
-	CHECK(purge == 1, "no purge thread after a purge came due (%d)", purge);
-	CHECK(full, "the purge thread does not block every signal");
+	PT_CHECK(purge == 1, "no purge thread after a purge came due (%d)", purge);
+	PT_CHECK(full, "the purge thread does not block every signal");
 	grow_and_drop();
 	size_t before = rss_bytes();
-	CHECK(returned_while_idle(before, 3000), "RSS still %zu MiB 3 s after dropping 32 MiB (was %zu MiB)",
-	      rss_bytes() / MiB, before / MiB);
+	PT_CHECK(returned_while_idle(before, 3000), "RSS still %zu MiB 3 s after dropping 32 MiB (was %zu MiB)",
+	         rss_bytes() / MiB, before / MiB);
 
 	forks_while_running();
 
 	/* The parent's thread still works. */
 	grow_and_drop();
 	before = rss_bytes();
-	CHECK(returned_while_idle(before, 3000), "after the forks: RSS still %zu MiB 3 s after dropping 32 MiB",
-	      rss_bytes() / MiB);
-	CHECK(count_threads(&purge, &full) == 2 && purge == 1, "threads after the forks: %d, purge threads %d",
-	      count_threads(&purge, &full), purge);
+	PT_CHECK(returned_while_idle(before, 3000), "after the forks: RSS still %zu MiB 3 s after dropping 32 MiB",
+	         rss_bytes() / MiB);
+	PT_CHECK(count_threads(&purge, &full) == 2 && purge == 1, "threads after the forks: %d, purge threads %d",
+	         count_threads(&purge, &full), purge);
 
 	/* Again with the thread turned off. */
 	int st = run_mode(argv, "background-off", "MBUDDY_BACKGROUND", "0", 60);
-	CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "MBUDDY_BACKGROUND=0 run: status 0x%x", st);
+	PT_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "MBUDDY_BACKGROUND=0 run: status 0x%x", st);
 
 	/* The main thread leaves first; the process ends with its last thread. */
 	st = run_mode(argv, "main-exits-first", NULL, NULL, 20);
-	CHECK(st != -1, "the process did not end 20 s after its last thread: the purge thread keeps it alive");
-	CHECK(st == -1 || (WIFEXITED(st) && WEXITSTATUS(st) == 0), "main-exits-first run: status 0x%x", st);
+	PT_CHECK(st != -1, "the process did not end 20 s after its last thread: the purge thread keeps it alive");
+	PT_CHECK(st == -1 || (WIFEXITED(st) && WEXITSTATUS(st) == 0), "main-exits-first run: status 0x%x", st);
 	return pt_finish();
 }

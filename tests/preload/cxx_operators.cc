@@ -56,10 +56,10 @@ void test_interposition()
 	std::size_t before = live_bytes();
 	char *p = keep(new char[16 * MiB]);
 	std::size_t during = live_bytes();
-	CHECK(during >= before + 16 * MiB, "new char[16M] not seen by libmbuddy: live %zu -> %zu", before, during);
+	PT_CHECK(during >= before + 16 * MiB, "new char[16M] not seen by libmbuddy: live %zu -> %zu", before, during);
 	delete[] keep(p);
 	std::size_t after = live_bytes();
-	CHECK(after + 16 * MiB <= during, "delete[] not seen by libmbuddy: live %zu -> %zu", during, after);
+	PT_CHECK(after + 16 * MiB <= during, "delete[] not seen by libmbuddy: live %zu -> %zu", during, after);
 }
 
 struct Plain {
@@ -80,9 +80,9 @@ struct alignas(1 << 20) Huge {
 
 template <class T> void check_obj(T *p, const char *what)
 {
-	CHECK(p != nullptr, "%s returned nullptr", what);
-	CHECK(aligned_to(p, alignof(T)), "%s = %p is not aligned to %zu", what, (void *)p, alignof(T));
-	CHECK(aligned_to(p, alignof(T) < 16 ? alignof(T) : 16), "%s", what);
+	PT_CHECK(p != nullptr, "%s returned nullptr", what);
+	PT_CHECK(aligned_to(p, alignof(T)), "%s = %p is not aligned to %zu", what, (void *)p, alignof(T));
+	PT_CHECK(aligned_to(p, alignof(T) < 16 ? alignof(T) : 16), "%s", what);
 }
 
 template <class T> void forms(const char *name, std::size_t max_n)
@@ -100,7 +100,7 @@ template <class T> void forms(const char *name, std::size_t max_n)
 		std::snprintf(what, sizeof what, "new %s[%zu]", name, n);
 		check_obj(arr, what);
 		std::memset(static_cast<void *>(arr), 0x22, n * sizeof(T));
-		CHECK(malloc_usable_size(arr) >= n * sizeof(T), "%s: usable size too small", what);
+		PT_CHECK(malloc_usable_size(arr) >= n * sizeof(T), "%s: usable size too small", what);
 		delete[] keep(arr);
 
 		T *nt = keep(new (std::nothrow) T);
@@ -121,11 +121,11 @@ void test_explicit_operators()
 	for (std::size_t n : { std::size_t(0), std::size_t(1), std::size_t(24), std::size_t(1000),
 			       std::size_t(16384), std::size_t(20000), std::size_t(3 * MiB) }) {
 		void *p = keep(::operator new(n));
-		CHECK(p && aligned_to(p, 16), "operator new(%zu) = %p", n, p);
+		PT_CHECK(p && aligned_to(p, 16), "operator new(%zu) = %p", n, p);
 		std::memset(p, 1, n);
 		::operator delete(keep(p));
 		p = keep(::operator new[](n));
-		CHECK(p && aligned_to(p, 16), "operator new[](%zu) = %p", n, p);
+		PT_CHECK(p && aligned_to(p, 16), "operator new[](%zu) = %p", n, p);
 		std::memset(p, 1, n);
 		::operator delete[](keep(p));
 		p = keep(::operator new(n));
@@ -133,29 +133,29 @@ void test_explicit_operators()
 		p = keep(::operator new[](n));
 		::operator delete[](keep(p), n);
 		p = keep(::operator new(n, std::nothrow));
-		CHECK(p != nullptr, "operator new(%zu, nothrow) = nullptr", n);
+		PT_CHECK(p != nullptr, "operator new(%zu, nothrow) = nullptr", n);
 		::operator delete(keep(p), std::nothrow);
 		p = keep(::operator new[](n, std::nothrow));
-		CHECK(p != nullptr, "operator new[](%zu, nothrow) = nullptr", n);
+		PT_CHECK(p != nullptr, "operator new[](%zu, nothrow) = nullptr", n);
 		::operator delete[](keep(p), std::nothrow);
 
 		for (std::size_t al = 1; al <= MiB; al <<= 1) {
 			std::align_val_t a{ al };
 			void *q = keep(::operator new(n, a));
-			CHECK(q && aligned_to(q, al), "operator new(%zu, align %zu) = %p", n, al, q);
+			PT_CHECK(q && aligned_to(q, al), "operator new(%zu, align %zu) = %p", n, al, q);
 			if (q) {
-				CHECK(malloc_usable_size(q) >= n, "aligned new: usable size");
+				PT_CHECK(malloc_usable_size(q) >= n, "aligned new: usable size");
 				std::memset(q, 2, n);
 			}
 			::operator delete(keep(q), a);
 			q = keep(::operator new[](n, a));
-			CHECK(q && aligned_to(q, al), "operator new[](%zu, align %zu) = %p", n, al, q);
+			PT_CHECK(q && aligned_to(q, al), "operator new[](%zu, align %zu) = %p", n, al, q);
 			::operator delete[](keep(q), n, a);
 			q = keep(::operator new(n, a, std::nothrow));
-			CHECK(q && aligned_to(q, al), "operator new(%zu, align %zu, nothrow) = %p", n, al, q);
+			PT_CHECK(q && aligned_to(q, al), "operator new(%zu, align %zu, nothrow) = %p", n, al, q);
 			::operator delete(keep(q), a, std::nothrow);
 			q = keep(::operator new[](n, a, std::nothrow));
-			CHECK(q && aligned_to(q, al), "operator new[](%zu, align %zu, nothrow) = %p", n, al, q);
+			PT_CHECK(q && aligned_to(q, al), "operator new[](%zu, align %zu, nothrow) = %p", n, al, q);
 			::operator delete[](keep(q), a, std::nothrow);
 			q = keep(::operator new(n, a));
 			::operator delete(keep(q), n, a);
@@ -190,7 +190,7 @@ void test_failures()
 		} catch (const std::bad_alloc &) {
 			threw = true;
 		}
-		CHECK(threw, "operator new(%zu) did not throw std::bad_alloc", n);
+		PT_CHECK(threw, "operator new(%zu) did not throw std::bad_alloc", n);
 		threw = false;
 		try {
 			void *p = keep(::operator new[](n));
@@ -198,7 +198,7 @@ void test_failures()
 		} catch (const std::bad_alloc &) {
 			threw = true;
 		}
-		CHECK(threw, "operator new[](%zu) did not throw std::bad_alloc", n);
+		PT_CHECK(threw, "operator new[](%zu) did not throw std::bad_alloc", n);
 		threw = false;
 		try {
 			void *p = keep(::operator new(n, std::align_val_t{ 256 }));
@@ -206,7 +206,7 @@ void test_failures()
 		} catch (const std::bad_alloc &) {
 			threw = true;
 		}
-		CHECK(threw, "operator new(%zu, align 256) did not throw std::bad_alloc", n);
+		PT_CHECK(threw, "operator new(%zu, align 256) did not throw std::bad_alloc", n);
 		threw = false;
 		try {
 			void *p = keep(::operator new[](n, std::align_val_t{ 1 << 20 }));
@@ -214,16 +214,16 @@ void test_failures()
 		} catch (const std::bad_alloc &) {
 			threw = true;
 		}
-		CHECK(threw, "operator new[](%zu, align 1M) did not throw std::bad_alloc", n);
+		PT_CHECK(threw, "operator new[](%zu, align 1M) did not throw std::bad_alloc", n);
 
 		void *p = keep(::operator new(n, std::nothrow));
-		CHECK(p == nullptr, "operator new(%zu, nothrow) = %p, want nullptr", n, p);
+		PT_CHECK(p == nullptr, "operator new(%zu, nothrow) = %p, want nullptr", n, p);
 		p = keep(::operator new[](n, std::nothrow));
-		CHECK(p == nullptr, "operator new[](%zu, nothrow) = %p, want nullptr", n, p);
+		PT_CHECK(p == nullptr, "operator new[](%zu, nothrow) = %p, want nullptr", n, p);
 		p = keep(::operator new(n, std::align_val_t{ 64 }, std::nothrow));
-		CHECK(p == nullptr, "operator new(%zu, align 64, nothrow) = %p, want nullptr", n, p);
+		PT_CHECK(p == nullptr, "operator new(%zu, align 64, nothrow) = %p, want nullptr", n, p);
 		p = keep(::operator new[](n, std::align_val_t{ 4096 }, std::nothrow));
-		CHECK(p == nullptr, "operator new[](%zu, align 4096, nothrow) = %p, want nullptr", n, p);
+		PT_CHECK(p == nullptr, "operator new[](%zu, align 4096, nothrow) = %p, want nullptr", n, p);
 	}
 
 	// Throwing new: the new-handler is called until it gives up
@@ -238,8 +238,8 @@ void test_failures()
 	} catch (const std::bad_alloc &) {
 		threw = true;
 	}
-	CHECK(threw && handler_calls == 3, "operator new with a new-handler: threw %d, handler called %d times, want 3",
-	      threw, handler_calls);
+	PT_CHECK(threw && handler_calls == 3, "operator new with a new-handler: threw %d, handler called %d times, want 3",
+	         threw, handler_calls);
 	handler_calls = 0;
 	std::set_new_handler(counting_handler);
 	threw = false;
@@ -249,8 +249,8 @@ void test_failures()
 	} catch (const std::bad_alloc &) {
 		threw = true;
 	}
-	CHECK(threw && handler_calls == 3, "aligned operator new with a new-handler: threw %d, handler called %d times",
-	      threw, handler_calls);
+	PT_CHECK(threw && handler_calls == 3, "aligned operator new with a new-handler: threw %d, handler called %d times",
+	         threw, handler_calls);
 
 	// The nothrow forms behave as if they called the throwing form and
 	// caught the exception ([new.delete.single]/6, since C++11), so the
@@ -259,15 +259,15 @@ void test_failures()
 	handler_limit = 2;
 	std::set_new_handler(counting_handler);
 	void *p = keep(::operator new(pt_hide_size(SIZE_MAX / 2), std::nothrow));
-	CHECK(p == nullptr && handler_calls == 2,
-	      "operator new(huge, nothrow): %p, new-handler called %d times, want nullptr after 2 calls", p,
-	      handler_calls);
+	PT_CHECK(p == nullptr && handler_calls == 2,
+	         "operator new(huge, nothrow): %p, new-handler called %d times, want nullptr after 2 calls", p,
+	         handler_calls);
 	handler_calls = 0;
 	std::set_new_handler(counting_handler);
 	p = keep(::operator new[](pt_hide_size(SIZE_MAX / 2), std::align_val_t{ 64 }, std::nothrow));
-	CHECK(p == nullptr && handler_calls == 2,
-	      "operator new[](huge, align 64, nothrow): %p, new-handler called %d times, want nullptr after 2 calls",
-	      p, handler_calls);
+	PT_CHECK(p == nullptr && handler_calls == 2,
+	         "operator new[](huge, align 64, nothrow): %p, new-handler called %d times, want nullptr after 2 calls",
+	         p, handler_calls);
 	std::set_new_handler(nullptr);
 
 	// After all that, exceptions (which allocate) and containers work.
@@ -279,7 +279,7 @@ void test_failures()
 			caught += s.size() == std::size_t(i % 300);
 		}
 	}
-	CHECK(caught == 2000, "exceptions: %d of 2000 caught intact", caught);
+	PT_CHECK(caught == 2000, "exceptions: %d of 2000 caught intact", caught);
 }
 
 void test_containers()
@@ -297,16 +297,16 @@ void test_containers()
 	for (auto &kv : m)
 		for (int x : kv.second)
 			total += (x >= 0);
-	CHECK(total > 0, "map of vectors");
+	PT_CHECK(total > 0, "map of vectors");
 	std::vector<std::unique_ptr<Line[]>> lines;
 	for (int i = 0; i < 1000; i++) {
 		lines.emplace_back(new Line[std::size_t(i % 9 + 1)]);
-		CHECK(aligned_to(lines.back().get(), 64), "new Line[] misaligned");
+		PT_CHECK(aligned_to(lines.back().get(), 64), "new Line[] misaligned");
 	}
 	std::vector<std::shared_ptr<PageObj>> pages;
 	for (int i = 0; i < 200; i++) {
 		pages.push_back(std::make_shared<PageObj>());
-		CHECK(aligned_to(pages.back().get(), 4096), "make_shared<PageObj> misaligned");
+		PT_CHECK(aligned_to(pages.back().get(), 4096), "make_shared<PageObj> misaligned");
 	}
 }
 

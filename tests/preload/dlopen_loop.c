@@ -68,14 +68,14 @@ static void *alloc_thread(void *arg)
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
 		unsigned i = (unsigned)(pt_rand(&r) % N);
 		if (p[i]) {
-			REQUIRE(p[i][0] == (unsigned char)i && p[i][n[i] - 1] == (unsigned char)i,
+			PT_REQUIRE(p[i][0] == (unsigned char)i && p[i][n[i] - 1] == (unsigned char)i,
 				"allocating thread: block %p damaged", (void *)p[i]);
 			free(p[i]);
 			p[i] = NULL;
 		} else {
 			n[i] = pt_rand(&r) % 64 ? pt_rand_log(&r, 1, 8192) : pt_rand_log(&r, 8192, 2 * MiB);
 			p[i] = malloc(n[i]);
-			REQUIRE(p[i] != NULL, "malloc(%zu)", n[i]);
+			PT_REQUIRE(p[i] != NULL, "malloc(%zu)", n[i]);
 			p[i][0] = p[i][n[i] - 1] = (unsigned char)i;
 		}
 		ops++;
@@ -100,43 +100,43 @@ static void one_round(uint64_t *r, int with_thread)
 {
 	int mode = RTLD_NOW | (pt_rand(r) % 2 ? RTLD_LOCAL : RTLD_GLOBAL);
 	void *h = dlopen(lib_path, mode);
-	REQUIRE(h != NULL, "dlopen(%s): %s", lib_path, dlerror());
+	PT_REQUIRE(h != NULL, "dlopen(%s): %s", lib_path, dlerror());
 	alloc_fn fa = (alloc_fn)dlsym(h, "dlt_alloc");
 	tls_fn ft = (tls_fn)dlsym(h, "dlt_check_tls");
-	REQUIRE(fa && ft, "dlsym in the test module: %s", dlerror());
+	PT_REQUIRE(fa && ft, "dlsym in the test module: %s", dlerror());
 
 	size_t n = pt_rand(r) % 16 ? pt_rand_log(r, 1, 20000) : pt_rand_log(r, 20000, 3 * MiB);
 	unsigned char *b = fa(n);
-	REQUIRE(b != NULL, "dlt_alloc(%zu) failed", n);
-	REQUIRE(b[0] == 0xA5 && b[n / 2] == 0xA5 && b[n - 1] == 0xA5, "dlt_alloc(%zu) block wrong", n);
+	PT_REQUIRE(b != NULL, "dlt_alloc(%zu) failed", n);
+	PT_REQUIRE(b[0] == 0xA5 && b[n / 2] == 0xA5 && b[n - 1] == 0xA5, "dlt_alloc(%zu) block wrong", n);
 	unsigned char *b2 = realloc(b, n + 100); /* the program resizes the module's block */
-	REQUIRE(b2 && b2[n - 1] == 0xA5, "realloc of the module's block");
+	PT_REQUIRE(b2 && b2[n - 1] == 0xA5, "realloc of the module's block");
 	free(b2);
-	CHECK(ft() == 0, "the module's TLS lost its contents in this thread");
+	PT_CHECK(ft() == 0, "the module's TLS lost its contents in this thread");
 
 	if (with_thread) {
 		pthread_t t;
 		void *res;
-		REQUIRE(pthread_create(&t, NULL, tls_toucher, (void *)ft) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&t, NULL, tls_toucher, (void *)ft) == 0, "pthread_create");
 		pthread_join(t, &res);
-		CHECK(res == NULL, "the module's TLS lost its contents in a short thread");
+		PT_CHECK(res == NULL, "the module's TLS lost its contents in a short thread");
 	}
 
 	void *m = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
-	REQUIRE(m != NULL, "dlopen(libm.so.6): %s", dlerror());
+	PT_REQUIRE(m != NULL, "dlopen(libm.so.6): %s", dlerror());
 	cos_fn c = (cos_fn)dlsym(m, "cos");
-	REQUIRE(c != NULL, "dlsym(cos): %s", dlerror());
-	CHECK(c(0.0) == 1.0, "cos(0) != 1");
+	PT_REQUIRE(c != NULL, "dlsym(cos): %s", dlerror());
+	PT_CHECK(c(0.0) == 1.0, "cos(0) != 1");
 
 	/* A failing dlopen allocates its error message. */
 	void *none = dlopen("libmbuddy-test-does-not-exist.so.0", RTLD_NOW);
-	CHECK(none == NULL, "dlopen of a missing library succeeded");
+	PT_CHECK(none == NULL, "dlopen of a missing library succeeded");
 	const char *err = dlerror();
-	CHECK(err != NULL && strstr(err, "does-not-exist") != NULL, "dlerror() after a failed dlopen: %s",
-	      err ? err : "(null)");
+	PT_CHECK(err != NULL && strstr(err, "does-not-exist") != NULL, "dlerror() after a failed dlopen: %s",
+	         err ? err : "(null)");
 
-	CHECK(dlclose(m) == 0, "dlclose(libm): %s", dlerror());
-	CHECK(dlclose(h) == 0, "dlclose(module): %s", dlerror());
+	PT_CHECK(dlclose(m) == 0, "dlclose(libm): %s", dlerror());
+	PT_CHECK(dlclose(h) == 0, "dlclose(module): %s", dlerror());
 }
 
 static void *dl_thread(void *arg)
@@ -159,9 +159,9 @@ int main(void)
 
 	pthread_t at[ALLOC_THREADS], dt[DL_THREADS];
 	for (uintptr_t i = 0; i < ALLOC_THREADS; i++)
-		REQUIRE(pthread_create(&at[i], NULL, alloc_thread, (void *)i) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&at[i], NULL, alloc_thread, (void *)i) == 0, "pthread_create");
 	for (uintptr_t i = 0; i < DL_THREADS; i++)
-		REQUIRE(pthread_create(&dt[i], NULL, dl_thread, (void *)i) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&dt[i], NULL, dl_thread, (void *)i) == 0, "pthread_create");
 
 	uint64_t r = 777;
 	for (int i = 0; i < MAIN_ITERATIONS; i++)
@@ -175,19 +175,19 @@ int main(void)
 	int unloaded = 0;
 	for (int i = 0; i < SERIAL_ITERATIONS; i++) {
 		void *h = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
-		REQUIRE(h != NULL, "dlopen: %s", dlerror());
+		PT_REQUIRE(h != NULL, "dlopen: %s", dlerror());
 		gen_fn g = (gen_fn)dlsym(h, "dlt_generation");
-		REQUIRE(g != NULL, "dlsym(dlt_generation)");
-		CHECK(g() == 1, "module generation %u: it was not unloaded/reloaded", g());
-		CHECK(dlclose(h) == 0, "dlclose: %s", dlerror());
+		PT_REQUIRE(g != NULL, "dlsym(dlt_generation)");
+		PT_CHECK(g() == 1, "module generation %u: it was not unloaded/reloaded", g());
+		PT_CHECK(dlclose(h) == 0, "dlclose: %s", dlerror());
 		void *again = dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD);
 		if (again)
 			dlclose(again);
 		else
 			unloaded++;
 	}
-	CHECK(unloaded == SERIAL_ITERATIONS, "the module stayed loaded after %d of %d dlclose calls",
-	      SERIAL_ITERATIONS - unloaded, SERIAL_ITERATIONS);
+	PT_CHECK(unloaded == SERIAL_ITERATIONS, "the module stayed loaded after %d of %d dlclose calls",
+	         SERIAL_ITERATIONS - unloaded, SERIAL_ITERATIONS);
 
 	atomic_store(&stop, 1);
 	for (int i = 0; i < ALLOC_THREADS; i++)

@@ -31,12 +31,12 @@ static size_t fill_heap(size_t n, const char *what)
 {
 	size_t count = 0;
 	for (;;) {
-		REQUIRE(count < MAXPTRS, "%s: more than %zu blocks of %zu bytes from a 64 MiB heap", what, MAXPTRS, n);
+		PT_REQUIRE(count < MAXPTRS, "%s: more than %zu blocks of %zu bytes from a 64 MiB heap", what, MAXPTRS, n);
 		errno = 0;
 		unsigned char *p = malloc(n);
 		if (!p) {
-			CHECK(errno == ENOMEM, "%s: malloc(%zu) failed with errno %d (%s), want ENOMEM", what, n, errno,
-			      strerror(errno));
+			PT_CHECK(errno == ENOMEM, "%s: malloc(%zu) failed with errno %d (%s), want ENOMEM", what, n, errno,
+			         strerror(errno));
 			break;
 		}
 		/* Tag the first and last word (and so touch the memory). */
@@ -61,7 +61,7 @@ static void check_and_free(size_t count, size_t n, const char *what)
 		if (memcmp(&a, &tag, n < 8 ? n : 8) != 0 || b != tag)
 			bad++;
 	}
-	CHECK(bad == 0, "%s: %zu of %zu blocks lost their tags (overlapping blocks?)", what, bad, count);
+	PT_CHECK(bad == 0, "%s: %zu of %zu blocks lost their tags (overlapping blocks?)", what, bad, count);
 	for (size_t i = 0; i < count; i++)
 		free(ptrs[i]);
 }
@@ -73,31 +73,31 @@ static void everything_fails(const char *what)
 	void *p;
 	errno = 0;
 	p = malloc(256 * KiB);
-	CHECK(!p && errno == ENOMEM, "%s: malloc(256K) = %p, errno %d", what, p, errno);
+	PT_CHECK(!p && errno == ENOMEM, "%s: malloc(256K) = %p, errno %d", what, p, errno);
 	free(p);
 	errno = 0;
 	p = calloc(1, 256 * KiB);
-	CHECK(!p && errno == ENOMEM, "%s: calloc(1, 256K) = %p, errno %d", what, p, errno);
+	PT_CHECK(!p && errno == ENOMEM, "%s: calloc(1, 256K) = %p, errno %d", what, p, errno);
 	free(p);
 	errno = 0;
 	p = memalign(MiB, 10);
-	CHECK(!p && errno == ENOMEM, "%s: memalign(1M, 10) = %p, errno %d", what, p, errno);
+	PT_CHECK(!p && errno == ENOMEM, "%s: memalign(1M, 10) = %p, errno %d", what, p, errno);
 	free(p);
 	errno = 0;
 	p = aligned_alloc(64 * KiB, 64 * KiB);
-	CHECK(!p && errno == ENOMEM, "%s: aligned_alloc(64K, 64K) = %p, errno %d", what, p, errno);
+	PT_CHECK(!p && errno == ENOMEM, "%s: aligned_alloc(64K, 64K) = %p, errno %d", what, p, errno);
 	free(p);
 	errno = 0;
 	p = valloc(300 * KiB);
-	CHECK(!p && errno == ENOMEM, "%s: valloc(300K) = %p, errno %d", what, p, errno);
+	PT_CHECK(!p && errno == ENOMEM, "%s: valloc(300K) = %p, errno %d", what, p, errno);
 	free(p);
 	void *q = &p;
 	errno = 1234;
 	int rc = posix_memalign(&q, 4096, 512 * KiB);
-	CHECK(rc == ENOMEM && q == (void *)&p, "%s: posix_memalign(4096, 512K) = %d", what, rc);
+	PT_CHECK(rc == ENOMEM && q == (void *)&p, "%s: posix_memalign(4096, 512K) = %d", what, rc);
 	errno = 0;
 	p = reallocarray(NULL, 1000, 1000);
-	CHECK(!p && errno == ENOMEM, "%s: reallocarray(NULL, 1000, 1000) = %p, errno %d", what, p, errno);
+	PT_CHECK(!p && errno == ENOMEM, "%s: reallocarray(NULL, 1000, 1000) = %p, errno %d", what, p, errno);
 	free(p);
 }
 
@@ -112,17 +112,17 @@ static void exhaust(const struct range *rg)
 	size_t n = rg->size, max = HEAP / n;
 	size_t c1 = fill_heap(n, rg->name);
 	pt_msg("%s: %zu blocks (%zu KiB of a %zu KiB heap)", rg->name, c1, c1 * n / KiB, HEAP / KiB);
-	CHECK(c1 <= max, "%s: %zu blocks of %zu bytes from a 64 MiB heap: MBUDDY_HEAP_SIZE not applied?", rg->name,
-	      c1, n);
-	CHECK(c1 >= rg->min_count, "%s: only %zu blocks of %zu bytes from a 64 MiB heap (want >= %zu)", rg->name, c1,
-	      n, rg->min_count);
+	PT_CHECK(c1 <= max, "%s: %zu blocks of %zu bytes from a 64 MiB heap: MBUDDY_HEAP_SIZE not applied?", rg->name,
+	         c1, n);
+	PT_CHECK(c1 >= rg->min_count, "%s: only %zu blocks of %zu bytes from a 64 MiB heap (want >= %zu)", rg->name, c1,
+	         n, rg->min_count);
 	if (n <= 64 * KiB) /* no room left for a few dozen pages */
 		everything_fails(rg->name);
 	/* The blocks that did fit are all intact, and freeing gives them back. */
 	check_and_free(c1, n, rg->name);
 	size_t c2 = fill_heap(n, rg->name);
-	CHECK(c2 + c2 / 50 + 2 >= c1, "%s: after freeing everything only %zu blocks fit again (first time %zu)", rg->name,
-	      c2, c1);
+	PT_CHECK(c2 + c2 / 50 + 2 >= c1, "%s: after freeing everything only %zu blocks fit again (first time %zu)", rg->name,
+	         c2, c1);
 	check_and_free(c2, n, rg->name);
 }
 
@@ -130,61 +130,61 @@ static void realloc_growth(void)
 {
 	size_t step = 3 * MiB + 123, n = 1000;
 	unsigned char *p = malloc(n);
-	REQUIRE(p != NULL, "malloc(1000)");
+	PT_REQUIRE(p != NULL, "malloc(1000)");
 	pt_fill(p, n, 5);
 	/* A few blocks in the way, so some growth must move. */
 	void *bump[6];
 	for (int i = 0; i < 6; i++) {
 		bump[i] = malloc(MiB);
-		REQUIRE(bump[i] != NULL, "malloc(1M)");
+		PT_REQUIRE(bump[i] != NULL, "malloc(1M)");
 	}
 	for (;;) {
 		size_t want = n + step;
 		errno = 0;
 		unsigned char *q = realloc(p, want);
 		if (!q) {
-			CHECK(errno == ENOMEM, "realloc(%zu -> %zu) failed with errno %d, want ENOMEM", n, want, errno);
+			PT_CHECK(errno == ENOMEM, "realloc(%zu -> %zu) failed with errno %d, want ENOMEM", n, want, errno);
 			break;
 		}
 		p = q;
 		pt_fill_range(p, n, want, 5);
 		n = want;
 		if (n > HEAP) {
-			CHECK(0, "realloc grew a block to %zu bytes in a 64 MiB heap", n);
+			PT_CHECK(0, "realloc grew a block to %zu bytes in a 64 MiB heap", n);
 			break;
 		}
 	}
 	pt_msg("realloc growth: reached %zu KiB", n / KiB);
 	/* Growing by 3 MiB steps while other 6 MiB are held: moves need the
 	 * old and new copies at once, so about half the heap is the floor. */
-	CHECK(n >= 24 * MiB, "realloc growth stopped at %zu bytes in a 64 MiB heap", n);
-	CHECK(pt_intact(p, n, 5), "the block lost its contents when realloc failed");
+	PT_CHECK(n >= 24 * MiB, "realloc growth stopped at %zu bytes in a 64 MiB heap", n);
+	PT_CHECK(pt_intact(p, n, 5), "the block lost its contents when realloc failed");
 	/* Grow one page at a time at the limit: in-place growth until it
 	 * cannot, then ENOMEM with the block intact. */
 	for (;;) {
 		errno = 0;
 		unsigned char *q = realloc(p, n + 4096);
 		if (!q) {
-			CHECK(errno == ENOMEM, "realloc by one page failed with errno %d", errno);
+			PT_CHECK(errno == ENOMEM, "realloc by one page failed with errno %d", errno);
 			break;
 		}
 		p = q;
 		pt_fill_range(p, n, n + 4096, 5);
 		n += 4096;
 		if (n > HEAP) {
-			CHECK(0, "realloc grew a block to %zu bytes", n);
+			PT_CHECK(0, "realloc grew a block to %zu bytes", n);
 			break;
 		}
 	}
-	CHECK(pt_intact(p, n, 5), "the block lost its contents at the limit");
+	PT_CHECK(pt_intact(p, n, 5), "the block lost its contents at the limit");
 	/* Shrinking always works, even with the heap full. */
 	unsigned char *q = realloc(p, n / 4);
-	CHECK(q != NULL, "realloc shrinking %zu -> %zu failed with the heap full", n, n / 4);
+	PT_CHECK(q != NULL, "realloc shrinking %zu -> %zu failed with the heap full", n, n / 4);
 	if (q) {
 		p = q;
 		n /= 4;
 	}
-	CHECK(pt_intact(p, n, 5), "shrinking lost contents");
+	PT_CHECK(pt_intact(p, n, 5), "shrinking lost contents");
 	free(p);
 	for (int i = 0; i < 6; i++)
 		free(bump[i]);
@@ -203,13 +203,13 @@ static void mixed(void)
 		got += big[i] != NULL;
 	}
 	pt_msg("after freeing %zu small blocks: %d of 8 blocks of 6 MiB fit", c, got);
-	CHECK(got >= 6, "after freeing a heap full of small blocks only %d blocks of 6 MiB fit in 64 MiB", got);
+	PT_CHECK(got >= 6, "after freeing a heap full of small blocks only %d blocks of 6 MiB fit in 64 MiB", got);
 	for (int i = 0; i < 8; i++)
 		free(big[i]);
 	size_t l = fill_heap(8 * MiB, "large before small");
 	check_and_free(l, 8 * MiB, "large before small");
 	size_t s = fill_heap(1000, "small after large");
-	CHECK(s >= HEAP / 1000 * 3 / 4, "after freeing large blocks only %zu blocks of 1000 bytes fit", s);
+	PT_CHECK(s >= HEAP / 1000 * 3 / 4, "after freeing large blocks only %zu blocks of 1000 bytes fit", s);
 	check_and_free(s, 1000, "small after large");
 }
 
@@ -242,7 +242,7 @@ int main(int argc, char **argv)
 	}
 	pt_watchdog(60);
 	ptrs = mmap(NULL, MAXPTRS * sizeof *ptrs, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	REQUIRE(ptrs != MAP_FAILED, "mmap");
+	PT_REQUIRE(ptrs != MAP_FAILED, "mmap");
 
 	static const struct range ranges[] = {
 		{ 64, "small 64 B", HEAP / 64 * 9 / 10 },
@@ -259,7 +259,7 @@ int main(int argc, char **argv)
 	/* The process carries on: every size works again. */
 	for (size_t n = 1; n <= 16 * MiB; n = n * 4 + 1) {
 		void *p = malloc(n);
-		CHECK(p != NULL, "malloc(%zu) at the end failed", n);
+		PT_CHECK(p != NULL, "malloc(%zu) at the end failed", n);
 		if (p)
 			memset(p, 3, n);
 		free(p);

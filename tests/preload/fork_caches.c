@@ -54,7 +54,7 @@ static void *holder(void *arg)
 	for (int round = 0; round < 3; round++) {
 		for (unsigned i = 0; i < N; i++) {
 			held[i] = pt_hide(malloc(class_size(i)));
-			REQUIRE(held[i] != NULL, "holder: malloc");
+			PT_REQUIRE(held[i] != NULL, "holder: malloc");
 			memset(held[i], 0x5a, 16);
 		}
 		for (unsigned i = 0; i < N; i++)
@@ -85,7 +85,7 @@ static void *producer(void *arg)
 		s = s * 6364136223846793005ULL + 1442695040888963407ULL;
 		size_t n = 16 + (size_t)(s >> 33) % 2048;
 		uint64_t *o = pt_hide(malloc(n));
-		REQUIRE(o != NULL, "producer: malloc(%zu)", n);
+		PT_REQUIRE(o != NULL, "producer: malloc(%zu)", n);
 		*o = h;
 		p->ring[h % RING] = o;
 		atomic_store_explicit(&p->head, h + 1, memory_order_release);
@@ -105,7 +105,7 @@ static void *consumer(void *arg)
 			continue;
 		}
 		uint64_t *o = p->ring[t % RING];
-		REQUIRE(*o == t, "consumer: object %zu holds %llu", t, (unsigned long long)*o);
+		PT_REQUIRE(*o == t, "consumer: object %zu holds %llu", t, (unsigned long long)*o);
 		free(o);
 		atomic_store_explicit(&p->tail, t + 1, memory_order_release);
 		atomic_fetch_add_explicit(&moved, 1, memory_order_relaxed);
@@ -163,12 +163,12 @@ int main(void)
 	pthread_t h[NHOLDERS], pc[2 * NPAIRS];
 	static struct pair pairs[NPAIRS];
 	for (int i = 0; i < NHOLDERS; i++)
-		REQUIRE(pthread_create(&h[i], NULL, holder, NULL) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&h[i], NULL, holder, NULL) == 0, "pthread_create");
 	while (atomic_load(&holders_ready) < NHOLDERS)
 		usleep(1000);
 	for (int i = 0; i < NPAIRS; i++) {
-		REQUIRE(pthread_create(&pc[2 * i], NULL, producer, &pairs[i]) == 0, "pthread_create");
-		REQUIRE(pthread_create(&pc[2 * i + 1], NULL, consumer, &pairs[i]) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&pc[2 * i], NULL, producer, &pairs[i]) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&pc[2 * i + 1], NULL, consumer, &pairs[i]) == 0, "pthread_create");
 	}
 	double t0 = now_s();
 	int forks = 0, bad = 0;
@@ -176,11 +176,11 @@ int main(void)
 		if (forks >= MIN_FORKS * 10)
 			break;
 		pid_t pid = fork();
-		REQUIRE(pid >= 0, "fork");
+		PT_REQUIRE(pid >= 0, "fork");
 		if (pid == 0)
 			child();
 		int st;
-		REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+		PT_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			pt_msg("FAIL: child %d of fork %d ended with status %#x%s", (int)pid, forks, st,
 			       WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (deadlock: killed by its alarm)" : "");
@@ -193,8 +193,8 @@ int main(void)
 		pthread_join(pc[i], NULL);
 	for (int i = 0; i < NHOLDERS; i++)
 		pthread_join(h[i], NULL);
-	CHECK(bad == 0, "%d of %d children failed", bad, forks);
-	CHECK(atomic_load(&moved) > 0, "no object moved between threads");
+	PT_CHECK(bad == 0, "%d of %d children failed", bad, forks);
+	PT_CHECK(atomic_load(&moved) > 0, "no object moved between threads");
 	pt_msg("%d forks while %d threads held caches and %d pairs moved %ld objects between threads", forks,
 	       NHOLDERS, NPAIRS, atomic_load(&moved));
 	return pt_finish();

@@ -74,17 +74,17 @@ static void *busy(void *arg)
 		} else if (!slot[i]) {
 			len[i] = busy_size(&r);
 			slot[i] = op < 300 ? calloc(1, len[i]) : malloc(len[i]);
-			REQUIRE(slot[i] != NULL, "busy thread: allocation of %zu failed", len[i]);
+			PT_REQUIRE(slot[i] != NULL, "busy thread: allocation of %zu failed", len[i]);
 			memset(slot[i], (int)(i & 0xff), len[i] < 4096 ? len[i] : 4096);
 		} else if (op < 600) {
 			unsigned char *c = slot[i];
-			REQUIRE(c[0] == (unsigned char)(i & 0xff), "busy thread: block %p damaged", slot[i]);
+			PT_REQUIRE(c[0] == (unsigned char)(i & 0xff), "busy thread: block %p damaged", slot[i]);
 			free(slot[i]);
 			slot[i] = NULL;
 		} else {
 			size_t n = busy_size(&r);
 			void *q = realloc(slot[i], n);
-			REQUIRE(q != NULL, "busy thread: realloc to %zu failed", n);
+			PT_REQUIRE(q != NULL, "busy thread: realloc to %zu failed", n);
 			slot[i] = q;
 			len[i] = n;
 			memset(q, (int)(i & 0xff), n < 4096 ? n : 4096);
@@ -319,17 +319,17 @@ static int atfork_first(void)
 static void check_atfork_first(const char *self)
 {
 	pid_t pid = fork();
-	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	PT_REQUIRE(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
 		execl("/proc/self/exe", self, "atfork-first", (char *)NULL);
 		_exit(127);
 	}
 	int st;
-	REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+	PT_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
 	char d[96];
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "fork in a program whose allocating pthread_atfork prepare handler was registered before its first "
-	      "malloc: %s", describe(st, d, sizeof d));
+	PT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	         "fork in a program whose allocating pthread_atfork prepare handler was registered before its first "
+	         "malloc: %s", describe(st, d, sizeof d));
 }
 
 int main(int argc, char **argv)
@@ -344,11 +344,11 @@ int main(int argc, char **argv)
 	 * which the first malloc registers. */
 	void *first = malloc(pt_hide_size(10));
 	free(first);
-	REQUIRE(pthread_atfork(prepare_handler, parent_handler, child_handler) == 0, "pthread_atfork");
+	PT_REQUIRE(pthread_atfork(prepare_handler, parent_handler, child_handler) == 0, "pthread_atfork");
 
 	pthread_t b[NBUSY];
 	for (uintptr_t i = 0; i < NBUSY; i++)
-		REQUIRE(pthread_create(&b[i], NULL, busy, (void *)i) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&b[i], NULL, busy, (void *)i) == 0, "pthread_create");
 	usleep(20000);
 
 	double t0 = now_s();
@@ -361,7 +361,7 @@ int main(int argc, char **argv)
 			/* fork from a thread other than the main one */
 			pthread_t t;
 			void *res;
-			REQUIRE(pthread_create(&t, NULL, forking_thread, (void *)(uintptr_t)seed) == 0, "pthread_create");
+			PT_REQUIRE(pthread_create(&t, NULL, forking_thread, (void *)(uintptr_t)seed) == 0, "pthread_create");
 			pthread_join(t, &res);
 			rc = (int)(intptr_t)res;
 			from_threads++;
@@ -382,13 +382,13 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NBUSY; i++)
 		pthread_join(b[i], NULL);
 
-	CHECK(failed == 0, "%d of %d children failed", failed, forks);
-	CHECK(atomic_load(&busy_ops) > 1000, "the busy threads did only %ld operations", atomic_load(&busy_ops));
+	PT_CHECK(failed == 0, "%d of %d children failed", failed, forks);
+	PT_CHECK(atomic_load(&busy_ops) > 1000, "the busy threads did only %ld operations", atomic_load(&busy_ops));
 	pt_msg("%d forks (%d from other threads, %d nested), %ld operations by busy threads, %.2f s", forks,
 	       from_threads, nested, atomic_load(&busy_ops), now_s() - t0);
 	/* The parent still works after all those forks. */
 	void *p = malloc(10 * MiB);
-	CHECK(p != NULL, "malloc after the forks");
+	PT_CHECK(p != NULL, "malloc after the forks");
 	free(p);
 	return pt_finish();
 }

@@ -48,15 +48,15 @@ static void test_mallopt(void)
 		if (!pt_mbuddy && want == 0 && p != M_MXFAST)
 			continue; /* glibc answers 1 */
 		int got = mallopt(p, v);
-		CHECK(got == want, "mallopt(%d, %d) = %d, want %d", p, v, got, want);
+		PT_CHECK(got == want, "mallopt(%d, %d) = %d, want %d", p, v, got, want);
 		if (libc_mallopt) {
 			got = libc_mallopt(p, v);
-			CHECK(got == want, "__libc_mallopt(%d, %d) = %d, want %d", p, v, got, want);
+			PT_CHECK(got == want, "__libc_mallopt(%d, %d) = %d, want %d", p, v, got, want);
 		}
 	}
 	/* They change nothing: allocation goes on as before. */
 	unsigned char *q = malloc(100);
-	REQUIRE(q != NULL, "malloc after mallopt");
+	PT_REQUIRE(q != NULL, "malloc after mallopt");
 	q[0] = 1;
 	free(q);
 }
@@ -70,8 +70,8 @@ static void test_alignment_errors(void)
 		size_t a = pt_hide_size(bad[i]);
 		errno = 0;
 		void *p = aligned_alloc(a, 64);
-		CHECK(p == NULL && errno == EINVAL, "aligned_alloc(%zu, 64) = %p, errno %d; want NULL, EINVAL", a, p,
-		      errno);
+		PT_CHECK(p == NULL && errno == EINVAL, "aligned_alloc(%zu, 64) = %p, errno %d; want NULL, EINVAL", a, p,
+		         errno);
 		if (p)
 			free(p);
 		if (a == 0)
@@ -80,11 +80,11 @@ static void test_alignment_errors(void)
 		while (up < a)
 			up <<= 1;
 		p = memalign(a, 64);
-		CHECK(p && ((uintptr_t)p & (up - 1)) == 0, "memalign(%zu, 64) = %p, want aligned to %zu", a, p, up);
+		PT_CHECK(p && ((uintptr_t)p & (up - 1)) == 0, "memalign(%zu, 64) = %p, want aligned to %zu", a, p, up);
 		free(p);
 	}
 	void *p = aligned_alloc(pt_hide_size(64), 64);
-	CHECK(p && ((uintptr_t)p & 63) == 0, "aligned_alloc(64, 64) = %p", p);
+	PT_CHECK(p && ((uintptr_t)p & 63) == 0, "aligned_alloc(64, 64) = %p", p);
 	free(p);
 }
 
@@ -103,7 +103,7 @@ static void test_sized_frees(void)
 		pt_msg("note: this C library has no free_sized; skipped");
 		return;
 	}
-	REQUIRE(fs && fas, "free_sized or free_aligned_sized is not defined");
+	PT_REQUIRE(fs && fas, "free_sized or free_aligned_sized is not defined");
 	fs(NULL, 10);
 	fas(NULL, 64, 10);
 
@@ -116,21 +116,21 @@ static void test_sized_frees(void)
 		size_t before = live();
 		for (int k = 0; k < N; k++) {
 			v[k] = malloc(n);
-			REQUIRE(v[k] != NULL, "malloc(%zu)", n);
+			PT_REQUIRE(v[k] != NULL, "malloc(%zu)", n);
 			memset(v[k], 0x5a, n);
 		}
 		size_t mid = live();
 		for (int k = 0; k < N; k++)
 			fs(pt_hide(v[k]), n);
 		size_t after = live();
-		CHECK(mid >= before + N * n && after + N * n <= mid,
-		      "free_sized of %d objects of %zu bytes: live bytes %zu -> %zu -> %zu", N, n, before, mid, after);
+		PT_CHECK(mid >= before + N * n && after + N * n <= mid,
+		         "free_sized of %d objects of %zu bytes: live bytes %zu -> %zu -> %zu", N, n, before, mid, after);
 	}
 	/* realloc shrinks in place: the new size is the one to give. */
 	char *r = malloc(120);
-	REQUIRE(r != NULL, "malloc(120)");
+	PT_REQUIRE(r != NULL, "malloc(120)");
 	r = realloc(r, 100);
-	REQUIRE(r != NULL, "realloc(100)");
+	PT_REQUIRE(r != NULL, "realloc(100)");
 	fs(pt_hide(r), 100);
 
 	size_t aligns[] = { 16, 64, 4096, 65536, 4 * MiB };
@@ -138,16 +138,16 @@ static void test_sized_frees(void)
 		size_t a = aligns[i], n = 3 * a + 5;
 		size_t before = live();
 		void *p = aligned_alloc(a, n);
-		REQUIRE(p != NULL, "aligned_alloc(%zu, %zu)", a, n);
+		PT_REQUIRE(p != NULL, "aligned_alloc(%zu, %zu)", a, n);
 		memset(p, 1, n);
 		fas(pt_hide(p), a, n);
 		size_t after = live();
-		CHECK(after <= before, "free_aligned_sized(%zu, %zu) left live bytes at %zu (were %zu)", a, n, after,
-		      before);
+		PT_CHECK(after <= before, "free_aligned_sized(%zu, %zu) left live bytes at %zu (were %zu)", a, n, after,
+		         before);
 	}
 	/* calloc'd and realloc'd objects too. */
 	void *c = calloc(10, 10);
-	REQUIRE(c != NULL, "calloc");
+	PT_REQUIRE(c != NULL, "calloc");
 	fs(pt_hide(c), 100);
 }
 
@@ -158,7 +158,7 @@ static void capture_stderr(void (*fn)(void), char *buf, size_t len)
 {
 	char path[] = "/tmp/glibc_api.XXXXXX";
 	int fd = mkstemp(path);
-	REQUIRE(fd >= 0, "mkstemp");
+	PT_REQUIRE(fd >= 0, "mkstemp");
 	unlink(path);
 	fflush(stderr);
 	int saved = dup(STDERR_FILENO);
@@ -190,20 +190,20 @@ static void test_malloc_stats(void)
 	void *keep[N];
 	for (int i = 0; i < N; i++) {
 		keep[i] = malloc(MiB);
-		REQUIRE(keep[i] != NULL, "malloc(1 MiB)");
+		PT_REQUIRE(keep[i] != NULL, "malloc(1 MiB)");
 		memset(keep[i], 1, MiB);
 	}
 	static char out[8192];
 	capture_stderr(malloc_stats, out, sizeof out);
 	size_t sys = field(out, "system bytes     =", 0), used = field(out, "in use bytes     =", 0);
 	size_t tsys = field(out, "system bytes     =", 1), tused = field(out, "in use bytes     =", 1);
-	CHECK(strncmp(out, "Arena 0:\n", 9) == 0 && strstr(out, "Total (incl. mmap):\n") &&
-		      strstr(out, "max mmap regions =") && strstr(out, "max mmap bytes   ="),
-	      "malloc_stats() is not in glibc's format:\n%s", out);
-	CHECK(used != SIZE_MAX && used >= N * MiB, "malloc_stats(): in use bytes %zu with %d MiB live:\n%s", used, N,
-	      out);
-	CHECK(sys != SIZE_MAX && sys >= used, "malloc_stats(): system bytes %zu < in use bytes %zu", sys, used);
-	CHECK(tsys == sys && tused == used, "malloc_stats(): the totals differ from the one arena:\n%s", out);
+	PT_CHECK(strncmp(out, "Arena 0:\n", 9) == 0 && strstr(out, "Total (incl. mmap):\n") &&
+		         strstr(out, "max mmap regions =") && strstr(out, "max mmap bytes   ="),
+	         "malloc_stats() is not in glibc's format:\n%s", out);
+	PT_CHECK(used != SIZE_MAX && used >= N * MiB, "malloc_stats(): in use bytes %zu with %d MiB live:\n%s", used, N,
+	         out);
+	PT_CHECK(sys != SIZE_MAX && sys >= used, "malloc_stats(): system bytes %zu < in use bytes %zu", sys, used);
+	PT_CHECK(tsys == sys && tused == used, "malloc_stats(): the totals differ from the one arena:\n%s", out);
 	for (int i = 0; i < N; i++)
 		free(keep[i]);
 }
@@ -230,28 +230,28 @@ static void test_malloc_info(void)
 	/* Two large objects in one pageblock, the first freed: free blocks
 	 * of some order now sit on a type's lists. */
 	void *a = malloc(MiB), *b = malloc(MiB);
-	REQUIRE(a && b, "malloc(1 MiB) x 2");
+	PT_REQUIRE(a && b, "malloc(1 MiB) x 2");
 	memset(a, 1, MiB);
 	memset(b, 1, MiB);
 	free(a);
 	void *keep = malloc(10 * MiB);
-	REQUIRE(keep != NULL, "malloc(10 MiB)");
+	PT_REQUIRE(keep != NULL, "malloc(10 MiB)");
 	memset(keep, 2, 10 * MiB);
 
 	char *xml = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&xml, &len);
-	REQUIRE(f != NULL, "open_memstream");
+	PT_REQUIRE(f != NULL, "open_memstream");
 	int rc = malloc_info(0, f);
 	fclose(f);
-	CHECK(rc == 0, "malloc_info(0, f) = %d", rc);
-	REQUIRE(xml != NULL, "no output");
-	CHECK(strncmp(xml, "<malloc version=\"1\">\n", 21) == 0 && strstr(xml, "</malloc>\n"),
-	      "malloc_info: not glibc's XML:\n%.400s", xml);
+	PT_CHECK(rc == 0, "malloc_info(0, f) = %d", rc);
+	PT_REQUIRE(xml != NULL, "no output");
+	PT_CHECK(strncmp(xml, "<malloc version=\"1\">\n", 21) == 0 && strstr(xml, "</malloc>\n"),
+	         "malloc_info: not glibc's XML:\n%.400s", xml);
 	if (pt_mbuddy) {
-		CHECK(strstr(xml, "<heap nr=\"0\" type=\"KernNoRclm\">") && strstr(xml, "<heap nr=\"1\" type=\"KernRclm\">") &&
-			      strstr(xml, "<heap nr=\"2\" type=\"UserRclm\">"),
-		      "malloc_info: no heap per reclaim type:\n%.600s", xml);
+		PT_CHECK(strstr(xml, "<heap nr=\"0\" type=\"KernNoRclm\">") && strstr(xml, "<heap nr=\"1\" type=\"KernRclm\">") &&
+			         strstr(xml, "<heap nr=\"2\" type=\"UserRclm\">"),
+		         "malloc_info: no heap per reclaim type:\n%.600s", xml);
 		/* The free blocks listed add up to the totals. */
 		size_t count = 0, bytes = 0, rows = 0;
 		for (const char *p = strstr(xml, "<size "); p; p = strstr(p + 1, "<size ")) {
@@ -260,25 +260,25 @@ static void test_malloc_info(void)
 			rows++;
 		}
 		const char *tail = strstr(xml, "</heap>\n<total type=\"rest\"");
-		REQUIRE(tail != NULL, "malloc_info: no totals after the heaps:\n%s", xml);
+		PT_REQUIRE(tail != NULL, "malloc_info: no totals after the heaps:\n%s", xml);
 		size_t tcount = xml_attr(tail, "<total type=\"rest\"", "count");
 		size_t tsize = xml_attr(tail, "<total type=\"rest\"", "size");
-		CHECK(rows > 0, "malloc_info: no free block listed after a free(1 MiB):\n%s", xml);
-		CHECK(count == tcount && bytes == tsize, "malloc_info: sizes add up to %zu blocks, %zu bytes; totals %zu, %zu",
-		      count, bytes, tcount, tsize);
+		PT_CHECK(rows > 0, "malloc_info: no free block listed after a free(1 MiB):\n%s", xml);
+		PT_CHECK(count == tcount && bytes == tsize, "malloc_info: sizes add up to %zu blocks, %zu bytes; totals %zu, %zu",
+		         count, bytes, tcount, tsize);
 		size_t sys = xml_attr(tail, "<system type=\"current\"", "size");
 		size_t aspace = xml_attr(tail, "<aspace type=\"total\"", "size");
-		CHECK(sys != SIZE_MAX && sys >= 11 * MiB, "malloc_info: system current %zu with 11 MiB live", sys);
-		CHECK(aspace != SIZE_MAX && aspace >= sys && aspace >= ((size_t)1 << 30),
-		      "malloc_info: aspace total %zu (the reservation)", aspace);
+		PT_CHECK(sys != SIZE_MAX && sys >= 11 * MiB, "malloc_info: system current %zu with 11 MiB live", sys);
+		PT_CHECK(aspace != SIZE_MAX && aspace >= sys && aspace >= ((size_t)1 << 30),
+		         "malloc_info: aspace total %zu (the reservation)", aspace);
 	}
 	free(xml);
 	errno = 0;
 	f = fopen("/dev/null", "w");
-	REQUIRE(f != NULL, "fopen(/dev/null)");
+	PT_REQUIRE(f != NULL, "fopen(/dev/null)");
 	rc = malloc_info(1, f);
 	fclose(f);
-	CHECK(rc == EINVAL, "malloc_info(1, f) = %d, want EINVAL", rc);
+	PT_CHECK(rc == EINVAL, "malloc_info(1, f) = %d, want EINVAL", rc);
 	free(b);
 	free(keep);
 }
@@ -288,13 +288,13 @@ static void test_malloc_info(void)
 static void test_libc_mallinfo(void)
 {
 	mallinfo_fn mi = (mallinfo_fn)pt_sym("__libc_mallinfo");
-	REQUIRE(mi != NULL, "__libc_mallinfo is not defined");
+	PT_REQUIRE(mi != NULL, "__libc_mallinfo is not defined");
 	void *p = malloc(8 * MiB);
-	REQUIRE(p != NULL, "malloc(8 MiB)");
+	PT_REQUIRE(p != NULL, "malloc(8 MiB)");
 	struct mallinfo m = mi();
 	size_t l = live();
-	CHECK((size_t)m.uordblks >= 8 * MiB && (size_t)m.uordblks <= l + MiB,
-	      "__libc_mallinfo().uordblks = %d with 8 MiB live (mallinfo2: %zu)", m.uordblks, l);
+	PT_CHECK((size_t)m.uordblks >= 8 * MiB && (size_t)m.uordblks <= l + MiB,
+	         "__libc_mallinfo().uordblks = %d with 8 MiB live (mallinfo2: %zu)", m.uordblks, l);
 	free(p);
 }
 
@@ -310,41 +310,30 @@ static void test_ordblks(void)
 	size_t pb = 4 * MiB; /* the default pageblock (MBUDDY_MAX_ORDER 11) */
 	size_t reserved = 16384; /* pageblocks of the default 64 GiB heap */
 	unsigned char *p = malloc(pt_hide_size(6 * pb));
-	REQUIRE(p != NULL, "malloc of six pageblocks");
+	PT_REQUIRE(p != NULL, "malloc of six pageblocks");
 	p[0] = 1;
 	p[6 * pb - 1] = 1;
 	size_t held = mallinfo2().ordblks;
 	free(pt_hide(p));
 	size_t after = mallinfo2().ordblks;
-	CHECK(after >= held + 5 && after <= held + 7, "ordblks %zu with six pageblocks live, %zu once they are freed",
-	      held, after);
-	CHECK(after < reserved / 4, "ordblks %zu: the never used part of the %zu pageblocks counted?", after,
-	      reserved);
+	PT_CHECK(after >= held + 5 && after <= held + 7, "ordblks %zu with six pageblocks live, %zu once they are freed",
+	         held, after);
+	PT_CHECK(after < reserved / 4, "ordblks %zu: the never used part of the %zu pageblocks counted?", after,
+	         reserved);
 }
-
-/* With an argument, only the test of that name runs. */
-static const char *only;
-
-#define RUN(t)                                                                 \
-	do {                                                                   \
-		if (only && strcmp(only, #t) != 0)                             \
-			break;                                                 \
-		pt_msg("%s", #t);                                              \
-		t();                                                           \
-	} while (0)
 
 int main(int argc, char **argv)
 {
-	only = argc > 1 ? argv[1] : NULL;
+	pt_only = argc > 1 ? argv[1] : NULL; /* with an argument, only the test of that name */
 	pt_init("glibc_api");
 	pt_watchdog(120);
-	RUN(test_interposition);
-	RUN(test_mallopt);
-	RUN(test_alignment_errors);
-	RUN(test_sized_frees);
-	RUN(test_malloc_stats);
-	RUN(test_malloc_info);
-	RUN(test_libc_mallinfo);
-	RUN(test_ordblks);
+	PT_RUN(test_interposition);
+	PT_RUN(test_mallopt);
+	PT_RUN(test_alignment_errors);
+	PT_RUN(test_sized_frees);
+	PT_RUN(test_malloc_stats);
+	PT_RUN(test_malloc_info);
+	PT_RUN(test_libc_mallinfo);
+	PT_RUN(test_ordblks);
 	return pt_finish();
 }

@@ -32,7 +32,7 @@
 static void *xmap(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	REQUIRE(p != MAP_FAILED, "mmap(%zu)", bytes);
+	PT_REQUIRE(p != MAP_FAILED, "mmap(%zu)", bytes);
 	return p;
 }
 
@@ -71,7 +71,7 @@ static uint32_t h_get(const struct hset *h, uintptr_t k)
 
 static void h_put(struct hset *h, uintptr_t k, uint32_t v)
 {
-	REQUIRE(h->n < HSIZE / 2, "address set full");
+	PT_REQUIRE(h->n < HSIZE / 2, "address set full");
 	size_t i = h_hash(k);
 	while (h->key[i] && h->key[i] != k)
 		i = (i + 1) & (HSIZE - 1);
@@ -120,21 +120,21 @@ static uint64_t rng = 0xFEEDFACE;
 
 static size_t new_obj(unsigned char *p, size_t size, int zeroed)
 {
-	REQUIRE(p != NULL, "allocation of %zu bytes failed", size);
+	PT_REQUIRE(p != NULL, "allocation of %zu bytes failed", size);
 	uint32_t prev = h_get(&live, (uintptr_t)p);
-	REQUIRE(prev == 0, "the allocator handed out %p, which is live (object %u)", (void *)p, prev - 1);
+	PT_REQUIRE(prev == 0, "the allocator handed out %p, which is live (object %u)", (void *)p, prev - 1);
 	if (zeroed) {
 		size_t nz = pt_first_nonzero(p, size);
-		REQUIRE(nz == SIZE_MAX, "calloc returned %p with byte %zu = 0x%02x after overflows", (void *)p, nz,
+		PT_REQUIRE(nz == SIZE_MAX, "calloc returned %p with byte %zu = 0x%02x after overflows", (void *)p, nz,
 			p[nz]);
 	}
 	size_t i;
 	uint32_t known = h_get(&all, (uintptr_t)p);
 	if (known) {
 		i = known - 1;
-		REQUIRE(!objs[i].live, "bookkeeping");
+		PT_REQUIRE(!objs[i].live, "bookkeeping");
 	} else {
-		REQUIRE(nobjs < MAXOBJ, "more than %zu distinct addresses for %d live objects", MAXOBJ, NOBJ);
+		PT_REQUIRE(nobjs < MAXOBJ, "more than %zu distinct addresses for %d live objects", MAXOBJ, NOBJ);
 		i = nobjs++;
 		objs[i].p = p;
 		h_put(&all, (uintptr_t)p, (uint32_t)i + 1);
@@ -149,7 +149,7 @@ static size_t new_obj(unsigned char *p, size_t size, int zeroed)
 static void free_obj(size_t i, size_t size, const char *when)
 {
 	size_t bad = pt_check_range(objs[i].p, 0, size, objs[i].seed);
-	REQUIRE(bad == SIZE_MAX, "%s: live object %p (%zu bytes) changed at offset %zu: another object overlaps it",
+	PT_REQUIRE(bad == SIZE_MAX, "%s: live object %p (%zu bytes) changed at offset %zu: another object overlaps it",
 		when, (void *)objs[i].p, size, bad);
 	free(objs[i].p);
 	objs[i].live = 0;
@@ -186,7 +186,7 @@ static void check_no_overlap(size_t size, const char *when)
 			tmp[n++] = (uintptr_t)objs[i].p;
 	qsort(tmp, n, sizeof *tmp, cmp_ptr);
 	for (size_t i = 1; i < n; i++)
-		REQUIRE(tmp[i] - tmp[i - 1] >= size, "%s: live objects %p and %p (%zu bytes) overlap", when,
+		PT_REQUIRE(tmp[i] - tmp[i - 1] >= size, "%s: live objects %p and %p (%zu bytes) overlap", when,
 			(void *)tmp[i - 1], (void *)tmp[i], size);
 }
 
@@ -207,8 +207,8 @@ static void one_class(size_t size)
 	for (size_t i = 0; i < NOBJ; i++) {
 		size_t k = new_obj(malloc(size), size, 0);
 		if (pt_mbuddy)
-			CHECK(malloc_usable_size(objs[k].p) == size, "malloc(%zu) has usable size %zu: not a class size",
-			      size, malloc_usable_size(objs[k].p));
+			PT_CHECK(malloc_usable_size(objs[k].p) == size, "malloc(%zu) has usable size %zu: not a class size",
+			         size, malloc_usable_size(objs[k].p));
 	}
 	/* Free every third: the most recent stay in the thread cache, the
 	 * older ones went back to their slabs. */
@@ -235,9 +235,9 @@ static void one_class(size_t size)
 			}
 		}
 	}
-	CHECK(done >= 50 && hit_free > 0 && hit_live > 0,
-	      "class %zu: only %d overflows (%d free, %d live neighbours hit): the objects were not adjacent", size, done,
-	      hit_free, hit_live);
+	PT_CHECK(done >= 50 && hit_free > 0 && hit_live > 0,
+	         "class %zu: only %d overflows (%d free, %d live neighbours hit): the objects were not adjacent", size, done,
+	         hit_free, hit_live);
 
 	/* Churn: the allocator must behave as if nothing had happened. */
 	for (long op = 0; op < CHURN; op++) {
@@ -319,7 +319,7 @@ static void large_blocks(void)
 			free_obj(i, size - 100, "large final frees");
 	pt_msg("page-granular blocks: %d overflows into the next block", done);
 	if (pt_mbuddy)
-		CHECK(done > 0, "no two page-granular blocks were adjacent: nothing was tested");
+		PT_CHECK(done > 0, "no two page-granular blocks were adjacent: nothing was tested");
 }
 
 int main(void)

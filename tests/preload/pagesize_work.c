@@ -17,7 +17,7 @@ int main(void)
 	for (int i = 0; i < N; i++) {
 		len[i] = pt_rand_log(&rng, 16, 200000);
 		obj[i] = malloc(len[i]);
-		REQUIRE(obj[i] != NULL, "malloc(%zu)", len[i]);
+		PT_REQUIRE(obj[i] != NULL, "malloc(%zu)", len[i]);
 		pt_fill(obj[i], len[i], (uint64_t)i);
 	}
 	for (int i = 0; i < N; i += 2) {
@@ -28,7 +28,7 @@ int main(void)
 	size_t bad = 0;
 	for (int i = 1; i < N; i += 2)
 		bad += !pt_intact(obj[i], len[i], (uint64_t)i);
-	CHECK(bad == 0, "%zu objects lost their contents when the heap was trimmed", bad);
+	PT_CHECK(bad == 0, "%zu objects lost their contents when the heap was trimmed", bad);
 	for (int i = 1; i < N; i += 2)
 		free(obj[i]);
 	malloc_trim(0);

@@ -51,7 +51,7 @@ static inline void pt_msg(const char *fmt, ...)
 }
 
 /* A failed check that lets the test go on, so one run reports them all. */
-#define CHECK(cond, ...)                                                       \
+#define PT_CHECK(cond, ...)                                                    \
 	do {                                                                   \
 		if (!(cond)) {                                                 \
 			pt_failures++;                                         \
@@ -61,13 +61,37 @@ static inline void pt_msg(const char *fmt, ...)
 	} while (0)
 
 /* A failed check after which going on makes no sense. */
-#define REQUIRE(cond, ...)                                                     \
+#define PT_REQUIRE(cond, ...)                                                  \
 	do {                                                                   \
 		if (!(cond)) {                                                 \
 			pt_msg("FATAL %s:%d: %s", __FILE__, __LINE__, #cond);  \
 			pt_msg("     " __VA_ARGS__);                           \
 			_exit(1);                                              \
 		}                                                              \
+	} while (0)
+
+/* PT_RUN(fn): run one test function of the program, then say how it went
+ * and how long it took. With pt_only set (glibc_api takes it from its
+ * argument), only the function of that name runs. */
+static const char *pt_only __attribute__((unused));
+
+#include <time.h>
+
+static inline double pt_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#define PT_RUN(fn)                                                             \
+	do {                                                                   \
+		if (pt_only && strcmp(pt_only, #fn) != 0)                      \
+			break;                                                 \
+		double t0_ = pt_now_s();                                       \
+		int f0_ = pt_failures;                                         \
+		fn();                                                          \
+		pt_msg("%-24s %s (%.2f s)", #fn, pt_failures == f0_ ? "ok" : "FAILED", pt_now_s() - t0_); \
 	} while (0)
 
 /* Hide a value from the optimiser, so it cannot fold allocator calls whose

@@ -21,9 +21,9 @@ static _Thread_local char big_tls[56 * 1024];
 static size_t rss_bytes(void)
 {
 	FILE *f = fopen("/proc/self/statm", "r");
-	REQUIRE(f, "cannot read /proc/self/statm");
+	PT_REQUIRE(f, "cannot read /proc/self/statm");
 	unsigned long size = 0, res = 0;
-	REQUIRE(fscanf(f, "%lu %lu", &size, &res) == 2, "cannot parse /proc/self/statm");
+	PT_REQUIRE(fscanf(f, "%lu %lu", &size, &res) == 2, "cannot parse /proc/self/statm");
 	fclose(f);
 	return res * (size_t)sysconf(_SC_PAGESIZE);
 }
@@ -45,14 +45,14 @@ int main(int argc, char **argv)
 	if (!decay || strcmp(decay, "50") != 0) {
 		setenv("MBUDDY_DECAY_MS", "50", 1);
 		execv("/proc/self/exe", argv);
-		REQUIRE(0, "cannot run itself again: %s", strerror(errno));
+		PT_REQUIRE(0, "cannot run itself again: %s", strerror(errno));
 	}
 	pt_watchdog(60);
 	memset(big_tls, 1, sizeof big_tls);
 	static void *blocks[NBLOCKS];
 	for (int i = 0; i < NBLOCKS; i++) {
 		blocks[i] = malloc(BLOCK);
-		REQUIRE(blocks[i], "malloc(%d) failed", BLOCK);
+		PT_REQUIRE(blocks[i], "malloc(%d) failed", BLOCK);
 		memset(blocks[i], i, BLOCK);
 	}
 	for (int i = 0; i < NBLOCKS; i++)
@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 		if (rss_bytes() + 24 * MiB <= before)
 			return big_tls[7] == 1 ? 0 : 1;
 	}
-	REQUIRE(0, "RSS stayed at %zu KiB (was %zu KiB): no purge thread returned the memory", rss_bytes() >> 10,
+	PT_REQUIRE(0, "RSS stayed at %zu KiB (was %zu KiB): no purge thread returned the memory", rss_bytes() >> 10,
 		before >> 10);
 	return 1;
 }

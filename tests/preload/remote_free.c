@@ -89,14 +89,14 @@ static struct obj make(uint64_t *s)
 {
 	struct obj o = { NULL, pick_size(s), rnd(s) | 1 };
 	o.p = pt_hide(malloc(o.n));
-	REQUIRE(o.p != NULL, "malloc(%zu) failed", o.n);
+	PT_REQUIRE(o.p != NULL, "malloc(%zu) failed", o.n);
 	fill(&o);
 	return o;
 }
 
 static void check_and_free(struct obj *o, const char *who)
 {
-	REQUIRE(intact(o), "%s: object %p of %zu bytes was overwritten", who, (void *)o->p, o->n);
+	PT_REQUIRE(intact(o), "%s: object %p of %zu bytes was overwritten", who, (void *)o->p, o->n);
 	free(o->p);
 	o->p = NULL;
 }
@@ -135,7 +135,7 @@ static void *producer(void *arg)
 		pthread_attr_t a;
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		REQUIRE(pthread_create(&t, &a, producer, pr) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&t, &a, producer, pr) == 0, "pthread_create");
 		pthread_attr_destroy(&a);
 		atomic_fetch_add(&producers_started, 1);
 		return NULL;
@@ -159,17 +159,17 @@ static void *consumer(void *arg)
 		atomic_store_explicit(&pr->tail, t + 1, memory_order_release);
 		if ((rnd(&s) & 7) == 0) {
 			/* Reallocated by another thread first. */
-			REQUIRE(intact(&o), "consumer: object %p of %zu bytes overwritten before realloc", (void *)o.p,
+			PT_REQUIRE(intact(&o), "consumer: object %p of %zu bytes overwritten before realloc", (void *)o.p,
 				o.n);
 			size_t n = pick_size(&s);
 			unsigned char *q = pt_hide(realloc(o.p, n));
-			REQUIRE(q != NULL, "realloc(%zu) failed", n);
+			PT_REQUIRE(q != NULL, "realloc(%zu) failed", n);
 			size_t keep = n < o.n ? n : o.n;
 			/* The prefix survives the move. */
 			uint64_t ss = o.seed;
 			for (size_t i = 0; i + 8 <= keep; i += 8) {
 				uint64_t v = rnd(&ss);
-				REQUIRE(memcmp(q + i, &v, 8) == 0, "realloc lost the contents at byte %zu of %zu", i, keep);
+				PT_REQUIRE(memcmp(q + i, &v, 8) == 0, "realloc lost the contents at byte %zu of %zu", i, keep);
 			}
 			o.p = q;
 			o.n = n;
@@ -190,9 +190,9 @@ static void pairs(void)
 		pr[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1) | 1;
 		atomic_store(&pr[i].producers, 1);
 		pthread_t t;
-		REQUIRE(pthread_create(&t, NULL, producer, &pr[i]) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&t, NULL, producer, &pr[i]) == 0, "pthread_create");
 		pthread_detach(t);
-		REQUIRE(pthread_create(&c[i], NULL, consumer, &pr[i]) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&c[i], NULL, consumer, &pr[i]) == 0, "pthread_create");
 	}
 	for (int i = 0; i < NPAIRS; i++)
 		pthread_join(c[i], NULL);
@@ -227,12 +227,12 @@ static void orphan_round(void)
 {
 	pthread_t t[NORPHANS];
 	for (int i = 0; i < NORPHANS; i++)
-		REQUIRE(pthread_create(&t[i], NULL, orphan_maker, orphans[i]) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&t[i], NULL, orphan_maker, orphans[i]) == 0, "pthread_create");
 	for (int i = 0; i < NORPHANS; i++)
 		pthread_join(t[i], NULL);
 	/* Every maker has exited; its objects live on. */
 	for (uintptr_t i = 0; i < 4; i++)
-		REQUIRE(pthread_create(&t[i], NULL, orphan_freer, (void *)i) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&t[i], NULL, orphan_freer, (void *)i) == 0, "pthread_create");
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
 }
@@ -254,26 +254,26 @@ int main(int argc, char **argv)
 	if (pt_mbuddy) {
 		malloc_trim(0);
 		size_t live1 = mallinfo2().uordblks;
-		CHECK(live1 <= live0 + 64 * KiB && live1 + 64 * KiB >= live0,
-		      "mallinfo2().uordblks was %zu before the threads and is %zu after everything was freed", live0,
-		      live1);
+		PT_CHECK(live1 <= live0 + 64 * KiB && live1 + 64 * KiB >= live0,
+		         "mallinfo2().uordblks was %zu before the threads and is %zu after everything was freed", live0,
+		         live1);
 		/* Memory held from the buddy: nothing stuck in a cache. */
 		size_t arena1 = mallinfo2().arena;
-		CHECK(arena1 <= arena0 + MiB, "%zu KiB taken from the heap before, %zu KiB after everything was "
-		      "freed and trimmed", arena0 >> 10, arena1 >> 10);
+		PT_CHECK(arena1 <= arena0 + MiB, "%zu KiB taken from the heap before, %zu KiB after everything was "
+		         "freed and trimmed", arena0 >> 10, arena1 >> 10);
 	}
 	if (!checked && argc == 1) {
 		/* Again with canaries on every object. */
 		pid_t pid = fork();
-		REQUIRE(pid >= 0, "fork");
+		PT_REQUIRE(pid >= 0, "fork");
 		if (pid == 0) {
 			setenv("MBUDDY_CHECK", "1", 1);
 			execv("/proc/self/exe", argv);
 			_exit(99);
 		}
 		int st;
-		REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
-		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the run with MBUDDY_CHECK=1 failed (status %#x)", st);
+		PT_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+		PT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the run with MBUDDY_CHECK=1 failed (status %#x)", st);
 	}
 	return pt_finish();
 }

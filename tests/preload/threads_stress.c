@@ -97,7 +97,7 @@ static size_t pick_size(uint64_t *r)
 static void verify(const struct block *b, const char *when)
 {
 	size_t bad = pt_check_range(b->p, 0, b->n, b->seed);
-	REQUIRE(bad == SIZE_MAX, "%s: block %p (%zu bytes) corrupted at offset %zu", when, (void *)b->p, b->n, bad);
+	PT_REQUIRE(bad == SIZE_MAX, "%s: block %p (%zu bytes) corrupted at offset %zu", when, (void *)b->p, b->n, bad);
 }
 
 static void block_new(struct block *b, uint64_t *r)
@@ -109,18 +109,18 @@ static void block_new(struct block *b, uint64_t *r)
 		p = malloc(n);
 	} else if (how < 8) {
 		p = calloc(1, n);
-		REQUIRE(p != NULL, "calloc(1, %zu) failed", n);
+		PT_REQUIRE(p != NULL, "calloc(1, %zu) failed", n);
 		size_t nz = pt_first_nonzero(p, n);
-		REQUIRE(nz == SIZE_MAX, "calloc(1, %zu) = %p: byte %zu is not zero", n, (void *)p, nz);
+		PT_REQUIRE(nz == SIZE_MAX, "calloc(1, %zu) = %p: byte %zu is not zero", n, (void *)p, nz);
 	} else if (how < 9) {
 		size_t al = (size_t)16 << (pt_rand(r) % 9);
 		p = memalign(al, n);
-		REQUIRE(p == NULL || ((uintptr_t)p & (al - 1)) == 0, "memalign(%zu, %zu) = %p", al, n, (void *)p);
+		PT_REQUIRE(p == NULL || ((uintptr_t)p & (al - 1)) == 0, "memalign(%zu, %zu) = %p", al, n, (void *)p);
 	} else {
 		p = realloc(NULL, n);
 	}
-	REQUIRE(p != NULL, "allocation of %zu bytes failed (errno %d)", n, errno);
-	REQUIRE(malloc_usable_size(p) >= n, "usable size of %p < %zu", (void *)p, n);
+	PT_REQUIRE(p != NULL, "allocation of %zu bytes failed (errno %d)", n, errno);
+	PT_REQUIRE(malloc_usable_size(p) >= n, "usable size of %p < %zu", (void *)p, n);
 	b->p = p;
 	b->n = n;
 	b->seed = pt_rand(r);
@@ -139,10 +139,10 @@ static void block_realloc(struct block *b, uint64_t *r)
 	size_t n = pt_rand(r) % 4 ? pick_size(r) : b->n + pt_rand_range(r, 1, 64);
 	verify(b, "before realloc");
 	unsigned char *q = realloc(b->p, n);
-	REQUIRE(q != NULL, "realloc(%zu -> %zu) failed", b->n, n);
+	PT_REQUIRE(q != NULL, "realloc(%zu -> %zu) failed", b->n, n);
 	size_t keep = b->n < n ? b->n : n;
 	size_t bad = pt_check_range(q, 0, keep, b->seed);
-	REQUIRE(bad == SIZE_MAX, "realloc(%p, %zu -> %zu) = %p lost contents at offset %zu", (void *)b->p, b->n, n,
+	PT_REQUIRE(bad == SIZE_MAX, "realloc(%p, %zu -> %zu) = %p lost contents at offset %zu", (void *)b->p, b->n, n,
 		(void *)q, bad);
 	pt_fill_range(q, keep, n, b->seed);
 	b->p = q;
@@ -155,7 +155,7 @@ static void *worker(void *arg)
 {
 	uint64_t r = 0x9E3779B97F4A7C15ULL * ((uintptr_t)arg + 1);
 	struct block *slots = calloc(NSLOTS, sizeof *slots);
-	REQUIRE(slots != NULL, "calloc");
+	PT_REQUIRE(slots != NULL, "calloc");
 	int (*set_type)(int) = (int (*)(int))pt_sym("mbuddy_set_thread_type");
 	long ops = 0;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
@@ -254,7 +254,7 @@ static void *short_thread(void *arg)
 	}
 	if ((uintptr_t)arg % 3 == 0) {
 		struct block *late = malloc(sizeof *late);
-		REQUIRE(late != NULL, "malloc");
+		PT_REQUIRE(late != NULL, "malloc");
 		block_new(late, &r);
 		pthread_setspecific(late_key, late);
 	}
@@ -281,7 +281,7 @@ static void *spawner(void *arg)
 				pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 			int rc = pthread_create(&t[k], &at, short_thread, (void *)id);
 			pthread_attr_destroy(&at);
-			REQUIRE(rc == 0, "pthread_create: %s", strerror(rc));
+			PT_REQUIRE(rc == 0, "pthread_create: %s", strerror(rc));
 			if (detach)
 				t[k] = 0;
 		}
@@ -300,14 +300,14 @@ int main(void)
 {
 	pt_init("threads_stress");
 	pt_watchdog(60);
-	REQUIRE(pthread_key_create(&late_key, late_destructor) == 0, "pthread_key_create");
+	PT_REQUIRE(pthread_key_create(&late_key, late_destructor) == 0, "pthread_key_create");
 
 	size_t live0 = mallinfo2().uordblks;
 	double t0 = now_s();
 	pthread_t w[NWORKERS], sp;
 	for (uintptr_t i = 0; i < NWORKERS; i++)
-		REQUIRE(pthread_create(&w[i], NULL, worker, (void *)i) == 0, "pthread_create");
-	REQUIRE(pthread_create(&sp, NULL, spawner, NULL) == 0, "pthread_create");
+		PT_REQUIRE(pthread_create(&w[i], NULL, worker, (void *)i) == 0, "pthread_create");
+	PT_REQUIRE(pthread_create(&sp, NULL, spawner, NULL) == 0, "pthread_create");
 	pthread_join(sp, NULL);
 	while (now_s() - t0 < RUN_SECONDS)
 		usleep(10000);
@@ -321,10 +321,10 @@ int main(void)
 		block_free(&b, "draining the queue");
 		drained++;
 	}
-	CHECK(atomic_load(&short_done) == SHORT_THREADS, "%ld of %d short-lived threads finished",
-	      atomic_load(&short_done), SHORT_THREADS);
-	CHECK(atomic_load(&tls_dtor_runs) >= SHORT_THREADS / 3 - 1, "TLS destructors ran %ld times",
-	      atomic_load(&tls_dtor_runs));
+	PT_CHECK(atomic_load(&short_done) == SHORT_THREADS, "%ld of %d short-lived threads finished",
+	         atomic_load(&short_done), SHORT_THREADS);
+	PT_CHECK(atomic_load(&tls_dtor_runs) >= SHORT_THREADS / 3 - 1, "TLS destructors ran %ld times",
+	         atomic_load(&tls_dtor_runs));
 	pt_msg("%ld worker ops, %ld hand-overs, %ld short-lived threads, %ld left in the queue, %.2f s",
 	       atomic_load(&ops_done), atomic_load(&handoffs), atomic_load(&short_done), drained, now_s() - t0);
 
@@ -333,14 +333,14 @@ int main(void)
 	if (pt_mbuddy) {
 		malloc_trim(0);
 		size_t live1 = mallinfo2().uordblks;
-		CHECK(live1 <= live0 + 256 * KiB && live1 + 256 * KiB >= live0,
-		      "mallinfo2().uordblks was %zu before the threads and is %zu after everything was freed", live0,
-		      live1);
+		PT_CHECK(live1 <= live0 + 256 * KiB && live1 + 256 * KiB >= live0,
+		         "mallinfo2().uordblks was %zu before the threads and is %zu after everything was freed", live0,
+		         live1);
 	}
 	/* And the heap still serves every size. */
 	for (size_t n = 1; n <= 32 * MiB; n *= 3) {
 		void *p = malloc(n);
-		CHECK(p != NULL, "malloc(%zu) after the stress", n);
+		PT_CHECK(p != NULL, "malloc(%zu) after the stress", n);
 		if (p)
 			memset(p, 1, n);
 		free(p);
