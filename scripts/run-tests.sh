@@ -2,7 +2,8 @@
 # Build libmbuddy from scratch and run the whole test suite:
 #  1. make check: unit tests of the buddy core (no preload), the preloaded
 #     C tests, and real unchanged programs under LD_PRELOAD;
-#  2. the unit tests again under AddressSanitizer + UBSan (clang);
+#  2. the unit tests again under AddressSanitizer + UBSan (clang), every
+#     program of unit_tests in tests/unit/local.mk;
 #  3. make distcheck (unit tests only inside it, the rest ran in 1).
 # Ends with one line "N passed, N failed".
 set -u
@@ -32,9 +33,11 @@ fi
 step "unit tests under ASan+UBSan (clang)"
 mkdir -p "$work/asan" && cd "$work/asan"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# Every unit test, from the one list in tests/unit/local.mk.
 if "$top/configure" -q CC=clang CXX=clang++ CFLAGS="-O1 -g $san" LDFLAGS="$san" >/dev/null &&
-   make -j"$jobs" tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out >make.log 2>&1; then
-	for t in tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out; do
+   units=$(make -s --no-print-directory print-unit-tests) && [ -n "$units" ] &&
+   make -j"$jobs" $units >make.log 2>&1; then
+	for t in $units; do
 		if MB_RANDOM_OPS=1000000 ./$t >"$work/asan.$(basename $t).log" 2>&1; then
 			echo "PASS: asan $t"; echo "PASS: asan $t" >>"$work/asan-results"
 		else
@@ -47,7 +50,8 @@ fi
 
 step "make distcheck"
 cd "$work/build"
-if make -j"$jobs" distcheck TESTS="tests/unit/test_buddy tests/unit/test_buddy_random tests/unit/test_meta tests/unit/test_out" MB_RANDOM_OPS=200000 >distcheck.log 2>&1; then
+units=$(make -s --no-print-directory print-unit-tests)
+if make -j"$jobs" distcheck TESTS="$units" MB_RANDOM_OPS=200000 >distcheck.log 2>&1; then
 	echo "PASS: distcheck"; echo "PASS: distcheck" >>"$work/asan-results"
 else
 	tail -n 40 distcheck.log; echo "FAIL: distcheck" >>"$work/asan-results"
