@@ -15,7 +15,8 @@ unit_tests = \
 	tests/unit/test_meta_16k \
 	tests/unit/test_out \
 	tests/unit/test_profile_key \
-	tests/unit/test_lockstat
+	tests/unit/test_lockstat \
+	tests/unit/test_reclaim_type
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -40,6 +41,8 @@ tests_unit_test_out_SOURCES = tests/unit/test_out.c
 tests_unit_test_out_LDADD = $(unit_ldadd)
 tests_unit_test_profile_key_SOURCES = tests/unit/test_profile_key.c
 tests_unit_test_profile_key_LDADD = $(unit_ldadd)
+tests_unit_test_reclaim_type_SOURCES = tests/unit/test_reclaim_type.c
+tests_unit_test_reclaim_type_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without
