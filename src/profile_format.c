@@ -38,7 +38,9 @@ static int parse_dec(const char **p, uint64_t max, uint64_t *v)
 		return -1;
 	for (; *s >= '0' && *s <= '9'; s++) {
 		unsigned d = (unsigned)(*s - '0');
-		if (x > (max - d) / 10)
+		/* x * 10 + d <= max; max - d must not wrap around (a type
+		 * of 3 to 9 against a maximum of 2). */
+		if (d > max || x > (max - d) / 10)
 			return -1;
 		x = x * 10 + d;
 	}
