@@ -56,14 +56,28 @@ void mb_out_str(struct mb_out *o, const char *s)
 	mb_out_mem(o, s, strlen(s));
 }
 
+/* Formatted straight into the buffer, flushed first when what is there
+ * leaves too little room: nothing shorter than the buffer is ever cut (a
+ * line with a path of PATH_MAX bytes, a profile's exe or module line,
+ * must keep its newline). Only output longer than the whole buffer is
+ * cut, to its size. */
 void mb_out_fmt(struct mb_out *o, const char *fmt, ...)
 {
-	char tmp[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(tmp, sizeof tmp, fmt, ap);
+	int n = vsnprintf(o->buf + o->n, sizeof o->buf - o->n, fmt, ap);
 	va_end(ap);
-	mb_out_str(o, tmp);
+	if (n >= 0 && (size_t)n >= sizeof o->buf - o->n && o->n) {
+		mb_out_flush(o);
+		va_start(ap, fmt);
+		n = vsnprintf(o->buf, sizeof o->buf, fmt, ap);
+		va_end(ap);
+	}
+	if (n < 0)
+		return;
+	size_t k = (size_t)n < sizeof o->buf - o->n ? (size_t)n : sizeof o->buf - o->n - 1;
+	o->n += k;
+	o->total += k;
 }
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0. */
