@@ -80,11 +80,24 @@ void mb_out_fmt(struct mb_out *o, const char *fmt, ...)
 	o->total += k;
 }
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0. */
+/* Length of the valid UTF-8 sequence at s (2-4), or 0 (RFC 3629): the
+ * second byte's range excludes overlong forms (E0 and F0), surrogates
+ * (ED) and code points above U+10FFFF (F4). */
 static int utf8_len(const unsigned char *s)
 {
-	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-	for (int i = 1; i < n; i++)
+	unsigned char lo = 0x80, hi = 0xbf;
+	int n;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (int i = 2; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
 	return n;
