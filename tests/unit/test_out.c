@@ -1,13 +1,19 @@
-/* Safe file creation (out.h): new files are 0600 and never made through a
+/* Output (out.c): the buffered writer keeps every byte in order whatever
+ * the buffer holds, JSON strings are escaped and always valid UTF-8, and
+ * safe file creation: new files are 0600 and never made through a
  * symbolic link; a replacement only lands if the path still names the file
  * that was checked, or, for a new file, if nothing appeared there
  * meanwhile; the temporary file never stays behind; only regular files are
  * opened for reading, without blocking. */
+#include "config.h"
+
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,6 +90,175 @@ TEST(writer)
 	ASSERT_STR_EQ(buf, "a42\"q\\\"\\u0001\\ufffd\"");
 	close(fds[0]);
 	close(fds[1]);
+}
+
+/* ---- the writer, into memory ---- */
+
+static struct mb_out wo;
+static int wfd = -1;
+static char got[262144];
+
+static void wbegin(void)
+{
+	wfd = memfd_create("out", MFD_CLOEXEC);
+	ASSERT_GE(wfd, 0);
+	mb_out_init(&wo, wfd);
+}
+
+/* What was written, NUL-terminated; *len (if not NULL) its length. */
+static const char *wend(size_t *len)
+{
+	ASSERT_EQ(mb_out_flush(&wo), 0);
+	ssize_t n = pread(wfd, got, sizeof got - 1, 0);
+	ASSERT_GE(n, 0);
+	got[n] = 0;
+	close(wfd);
+	ASSERT_EQ(wo.total, (size_t)n);
+	if (len)
+		*len = (size_t)n;
+	return got;
+}
+
+/* Formatted and plain output longer than the buffer, and formatted lines
+ * up to a path's length at every fill level of the buffer, arrive whole
+ * and in order. */
+TEST(writer_keeps_everything)
+{
+	static char path_max[PATH_MAX], expect[sizeof got];
+	memset(path_max, 'p', sizeof path_max - 1);
+	size_t at = 0;
+	wbegin();
+	for (unsigned i = 0; i < 24; i++) {
+		/* Every third line with a path of PATH_MAX - 1 bytes. */
+		const char *p = path_max + (i % 3 == 0 ? 0 : sizeof path_max - 1 - (i * 577) % (sizeof path_max - 1));
+		char line[sizeof path_max + 64];
+		int n = snprintf(line, sizeof line, "%u %s\n", i, p);
+		mb_out_fmt(&wo, "%u %s\n", i, p);
+		memcpy(expect + at, line, (size_t)n);
+		at += (size_t)n;
+	}
+	static char big[3 * sizeof wo.buf + 5];
+	for (size_t i = 0; i < sizeof big - 1; i++)
+		big[i] = (char)('a' + i % 26);
+	mb_out_str(&wo, big);
+	memcpy(expect + at, big, sizeof big - 1);
+	at += sizeof big - 1;
+	size_t len;
+	const char *t = wend(&len);
+	ASSERT_EQ(len, at);
+	ASSERT_EQ(memcmp(t, expect, at), 0);
+}
+
+/* Only output longer than the whole buffer is cut (to the buffer). */
+TEST(writer_cuts_only_beyond_its_buffer)
+{
+	static char huge[2 * sizeof wo.buf];
+	memset(huge, 'h', sizeof huge - 1);
+	wbegin();
+	mb_out_str(&wo, "x");
+	mb_out_fmt(&wo, "%s", huge);
+	size_t len;
+	const char *t = wend(&len);
+	ASSERT_EQ(len, sizeof wo.buf);
+	ASSERT_EQ(t[0], 'x');
+	ASSERT_EQ(strspn(t + 1, "h"), sizeof wo.buf - 1);
+}
+
+/* A write that fails is reported by every later flush. */
+TEST(writer_reports_failure)
+{
+	int fds[2];
+	ASSERT_EQ(pipe(fds), 0);
+	close(fds[0]);
+	signal(SIGPIPE, SIG_IGN);
+	struct mb_out o;
+	mb_out_init(&o, fds[1]);
+	mb_out_str(&o, "lost");
+	ASSERT_EQ(mb_out_flush(&o), -1);
+	mb_out_fmt(&o, "%d", 1);
+	ASSERT_EQ(mb_out_flush(&o), -1);
+	close(fds[1]);
+}
+
+static const char *json(const char *s)
+{
+	wbegin();
+	mb_out_json_str(&wo, s);
+	return wend(NULL);
+}
+
+TEST(json_escapes)
+{
+	ASSERT_STR_EQ(json(""), "\"\"");
+	ASSERT_STR_EQ(json("a\"b\\c/d"), "\"a\\\"b\\\\c/d\"");
+	for (int c = 1; c < 0x20; c++) {
+		char in[2] = { (char)c, 0 }, want[16];
+		snprintf(want, sizeof want, "\"\\u%04x\"", c);
+		ASSERT_STR_EQ(json(in), want);
+	}
+	ASSERT_STR_EQ(json("\x7f"), "\"\x7f\"");
+}
+
+/* Valid UTF-8 passes as it is: 2, 3 and 4 bytes, the ends of each range. */
+TEST(json_valid_utf8)
+{
+	static const char *const ok[] = {
+		"\xc2\x80",         /* U+0080 */
+		"caf\xc3\xa9",      /* é */
+		"\xdf\xbf",         /* U+07FF */
+		"\xe0\xa0\x80",     /* U+0800 */
+		"\xe2\x82\xac",     /* € */
+		"\xed\x9f\xbf",     /* U+D7FF, below the surrogates */
+		"\xee\x80\x80",     /* U+E000, above them */
+		"\xef\xbf\xbf",     /* U+FFFF */
+		"\xf0\x90\x80\x80", /* U+10000 */
+		"\xf0\x9f\x98\x80", /* 😀 */
+		"\xf4\x8f\xbf\xbf", /* U+10FFFF, the last */
+	};
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		char want[32];
+		snprintf(want, sizeof want, "\"%s\"", ok[i]);
+		ASSERT_STR_EQ(json(ok[i]), want);
+	}
+}
+
+/* Every byte that is not part of valid UTF-8 becomes U+FFFD, so that a
+ * report naming a file with such bytes stays valid JSON: stray and
+ * truncated sequences, overlong forms, surrogates, and code points above
+ * U+10FFFF. */
+TEST(json_invalid_utf8)
+{
+	static const struct {
+		const char *in;
+		int bad; /* bytes replaced */
+	} cases[] = {
+		{ "\x80", 1 },             /* a continuation byte alone */
+		{ "\xbf\xbf", 2 },
+		{ "\xc0\x80", 2 },         /* overlong NUL */
+		{ "\xc1\xbf", 2 },         /* overlong U+007F */
+		{ "\xe0\x80\x80", 3 },     /* overlong U+0000 */
+		{ "\xe0\x9f\xbf", 3 },     /* overlong U+07FF */
+		{ "\xed\xa0\x80", 3 },     /* U+D800, a surrogate */
+		{ "\xed\xbf\xbf", 3 },     /* U+DFFF */
+		{ "\xf0\x80\x80\x80", 4 }, /* overlong U+0000 */
+		{ "\xf0\x8f\xbf\xbf", 4 }, /* overlong U+FFFF */
+		{ "\xf4\x90\x80\x80", 4 }, /* U+110000 */
+		{ "\xf5\x80\x80\x80", 4 },
+		{ "\xff", 1 },
+		{ "\xe2\x82", 2 },         /* truncated by the end */
+		{ "\xf0\x9f\x98", 3 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char want[64] = "\"";
+		for (int k = 0; k < cases[i].bad; k++)
+			strcat(want, "\\ufffd");
+		strcat(want, "\"");
+		const char *j = json(cases[i].in);
+		if (strcmp(j, want) != 0)
+			FAIL("case %zu: %s, want %s", i, j, want);
+	}
+	/* Between valid characters, only the bad bytes go. */
+	ASSERT_STR_EQ(json("a\xe0\x80\x80\xc3\xa9z"), "\"a\\ufffd\\ufffd\\ufffd\xc3\xa9z\"");
 }
 
 TEST(create)
