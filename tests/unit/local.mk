@@ -18,7 +18,8 @@ unit_tests = \
 	tests/unit/test_lockstat \
 	tests/unit/test_reclaim_type \
 	tests/unit/test_sizeclass \
-	tests/unit/test_fragmentation
+	tests/unit/test_fragmentation \
+	tests/unit/test_profile_format
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -49,6 +50,8 @@ tests_unit_test_sizeclass_SOURCES = tests/unit/test_sizeclass.c
 tests_unit_test_sizeclass_LDADD = $(unit_ldadd)
 tests_unit_test_fragmentation_SOURCES = tests/unit/test_fragmentation.c
 tests_unit_test_fragmentation_LDADD = $(unit_ldadd)
+tests_unit_test_profile_format_SOURCES = tests/unit/test_profile_format.c
+tests_unit_test_profile_format_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without
