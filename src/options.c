@@ -242,6 +242,17 @@ static int word_in(const char *v, const char *const *words)
 	return 0;
 }
 
+/* bytes in the largest binary unit that divides it: "256 KiB", "8 MiB". */
+static const char *size_text(char *buf, size_t len, size_t bytes)
+{
+	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
+	unsigned u = 0;
+	while (u < 4 && bytes && !(bytes & 1023))
+		bytes >>= 10, u++;
+	snprintf(buf, len, "%zu %s", bytes, units[u]);
+	return buf;
+}
+
 static void opt_heap_size(void)
 {
 	const char *v = env("MBUDDY_HEAP_SIZE"), *why;
@@ -253,8 +264,11 @@ static void opt_heap_size(void)
 		mb_warn("MBUDDY_HEAP_SIZE=\"%s\" %s (expected a size such as 512M or 64G); using %zu GiB", v, why,
 			mb_opt.heap_size >> 30);
 	} else if (sz < min) {
+		char text[32];
 		mb_opt.heap_size = min;
-		mb_warn("MBUDDY_HEAP_SIZE=\"%s\" is below the minimum of two pageblocks; using %zu MiB", v, min >> 20);
+		/* 256 KiB with MBUDDY_MAX_ORDER=6: not "0 MiB". */
+		mb_warn("MBUDDY_HEAP_SIZE=\"%s\" is below the minimum of two pageblocks; using %s", v,
+			size_text(text, sizeof text, min));
 	} else if (sz > max) {
 		mb_opt.heap_size = max;
 		mb_warn("MBUDDY_HEAP_SIZE=\"%s\" is above the maximum of %zu TiB; using %zu TiB", v, max >> 40,
