@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,6 +333,9 @@ static inline int test_child_run(struct test_child *c, void (*fn)(void *), void 
 		dup2(fds[1], STDOUT_FILENO);
 		dup2(fds[1], STDERR_FILENO);
 		close(fds[1]);
+		/* A child may abort on purpose: no core file. */
+		struct rlimit no_core = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &no_core);
 		test_in_child = 1;
 		fn(arg);
 		fflush(NULL);

@@ -1,0 +1,393 @@
+/* Page-granular objects (large.c) over a heap of its own (heap.h set up by
+ * the harness, without the rest of the process): allocation and free of
+ * every size from one page to several pageblocks, with the page record
+ * and the counters that describe an object, alignment up to beyond a
+ * pageblock, zeroed memory whatever the pages held before, resizing in
+ * place (growing into free pages and whole pageblocks, refusing when the
+ * next pages are taken, shrinking), the heap's limits, the cached runs of
+ * the thread caches, and frees of what is not a live object. The buddy
+ * checker runs after every operation; every test ends with the heap's
+ * pageblocks all back in the global pool. */
+#include "config.h"
+#include "harness.h"
+#include "large.h"
+#include "sizeclass.h"
+
+#include <signal.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE MB_PAGE_SIZE
+
+static struct mb_buddy *const B = &mb_heap.buddy;
+
+/* A heap of 64 MiB in 4 MiB pageblocks, nothing purged by decay. */
+static void heap(void)
+{
+	test_heap_setup(64 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+}
+
+static struct mb_page *record(const void *p)
+{
+	ASSERT(mb_buddy_contains(B, p));
+	return &B->pages[mb_buddy_page_index(B, p)];
+}
+
+static size_t pages_of(size_t bytes)
+{
+	return (bytes + PAGE - 1) / PAGE;
+}
+
+/* Allocate and check what the object's first page says. */
+static void *alloc_ok(size_t bytes, size_t align, int key, int zero)
+{
+	uint64_t objects = mb_heap.large_objects, live = (uint64_t)mb_heap.counts.live_requested;
+	void *p = mb_large_alloc(bytes, align, key, zero);
+	if (!p)
+		FAIL("mb_large_alloc(%zu, %zu, key %d, zero %d) failed", bytes, align, key, zero);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ((uintptr_t)p % PAGE, 0);
+	if (align)
+		ASSERT_EQ((uintptr_t)p % align, 0);
+	struct mb_page *m = record(p);
+	ASSERT_EQ(m->state, MB_PG_ALLOC);
+	ASSERT_EQ(m->kind, MB_KIND_LARGE);
+	ASSERT_EQ(m->user.u64, bytes);
+	ASSERT_EQ(m->user16, 0);
+	ASSERT_EQ(m->npages, pages_of(bytes));
+	ASSERT_EQ(m->type, mb_key_type(key));
+	ASSERT_EQ(mb_heap.large_objects, objects + 1);
+	ASSERT_EQ((uint64_t)mb_heap.counts.live_requested, live + bytes);
+	return p;
+}
+
+static void free_ok(void *p)
+{
+	struct mb_page *m = record(p);
+	uint64_t objects = mb_heap.large_objects, frees = mb_heap.counts.frees;
+	size_t allocated = B->pages_allocated, n = m->npages;
+	mb_large_free(p, m);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(m->kind, MB_KIND_NONE);
+	ASSERT_EQ(mb_heap.large_objects, objects - 1);
+	ASSERT_EQ(mb_heap.counts.frees, frees + 1);
+	ASSERT_EQ(B->pages_allocated, allocated - n);
+}
+
+/* Everything given back: the pool holds every pageblock again, and the
+ * counters balance. */
+static void all_back(void)
+{
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->pages_allocated, 0);
+	ASSERT_EQ(B->nr_global, B->nblocks);
+	ASSERT_EQ(mb_heap.large_objects, 0);
+	ASSERT_EQ(mb_heap.counts.live_requested, 0);
+	ASSERT_EQ(mb_heap.counts.alloc_bytes, mb_heap.counts.freed_bytes);
+}
+
+/* Each size, filled end to end with its own byte; all alive together,
+ * then freed in an order unlike the allocation's. */
+TEST(sizes)
+{
+	heap();
+	static const size_t sizes[] = {
+		MB_SMALL_MAX + 1, 20 * KiB, 32 * KiB, 33 * KiB, 100 * KiB, 1 * MiB - 1, 1 * MiB, 3 * MiB + 5,
+		4 * MiB - PAGE, 4 * MiB, 4 * MiB + 1, 9 * MiB, 12 * MiB,
+	};
+	enum { N = sizeof sizes / sizeof sizes[0] };
+	unsigned char *p[N];
+	size_t total = 0;
+	for (int i = 0; i < N; i++) {
+		int key = (i % MB_LANES) << MB_LANE_SHIFT | i % MB_NTYPES;
+		p[i] = alloc_ok(sizes[i], 0, key, 0);
+		memset(p[i], i + 1, sizes[i]);
+		total += pages_of(sizes[i]);
+		ASSERT_EQ(B->pages_allocated, total);
+	}
+	ASSERT_EQ(mb_heap.counts.alloc_bytes, total * PAGE);
+	for (int k = 0; k < 2; k++)
+		for (int i = k; i < N; i += 2) {
+			for (size_t j = 0; j < sizes[i]; j += 4093)
+				ASSERT_EQ(p[i][j], i + 1);
+			ASSERT_EQ(p[i][sizes[i] - 1], i + 1);
+			free_ok(p[i]);
+		}
+	all_back();
+}
+
+/* Pages have types, not lanes: every key of a type gives the same type. */
+TEST(keys_give_types)
+{
+	heap();
+	for (int key = 0; key < MB_NKEYS; key++) {
+		if (mb_key_type(key) >= MB_NTYPES)
+			continue;
+		void *p = alloc_ok(64 * KiB, 0, key, 0);
+		size_t pb = mb_buddy_page_index(B, p) >> B->pb_order;
+		ASSERT_EQ(mb_buddy_pb_type(B, pb), mb_key_type(key));
+		free_ok(p);
+	}
+	all_back();
+}
+
+/* Every alignment from a page to four pageblocks, for sizes below, at
+ * and above the alignment and a pageblock: the address is aligned and the
+ * object has exactly its own pages (the over-allocation is given back). */
+TEST(alignment)
+{
+	heap();
+	static const size_t sizes[] = { 20 * KiB, 64 * KiB, 1 * MiB + 3, 4 * MiB, 5 * MiB };
+	for (size_t align = PAGE; align <= 16 * MiB; align *= 2)
+		for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+			/* Something in the way, so that alignment is not free. */
+			void *pad = alloc_ok(3 * PAGE, 0, MB_USERRCLM, 0);
+			void *p = alloc_ok(sizes[i], align, MB_USERRCLM, 0);
+			ASSERT_EQ(B->pages_allocated, 3 + pages_of(sizes[i]));
+			memset(p, 0x5a, sizes[i]);
+			free_ok(pad);
+			free_ok(p);
+			all_back();
+		}
+}
+
+static void all_zero(const unsigned char *p, size_t n, const char *what)
+{
+	for (size_t j = 0; j < n; j++)
+		if (p[j])
+			FAIL("%s, %zu bytes: byte %zu is %#x", what, n, j, p[j]);
+}
+
+/* Zeroed objects read as zero, wherever their pages come from: fresh
+ * pages (the clear is skipped, and counted), and pages written before. */
+TEST(zeroing)
+{
+	heap();
+	uint64_t skips = mb_heap.calloc_zero_skips;
+	unsigned char *p = alloc_ok(100 * KiB, 0, MB_KERNRCLM, 1);
+	ASSERT_EQ(mb_heap.calloc_zero_skips, skips + 1);
+	all_zero(p, 100 * KiB, "fresh");
+	free_ok(p);
+	static const size_t sizes[] = { 17 * KiB, 200 * KiB, 4 * MiB, 6 * MiB + 1 };
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		size_t n = pages_of(sizes[i]) * PAGE;
+		p = alloc_ok(sizes[i], 0, MB_KERNRCLM, 0);
+		memset(p, 0xee, n);
+		free_ok(p);
+		p = alloc_ok(sizes[i], 0, MB_KERNRCLM, 1);
+		all_zero(p, n, "reused");
+		free_ok(p);
+	}
+	all_back();
+}
+
+/* Below 64 MiB, pages that hold data are cleared with memset: a heap of
+ * two pageblocks, so that the second object has the first one's pages. */
+TEST(zeroing_by_memset)
+{
+	test_heap_setup(8 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+	unsigned char *p = alloc_ok(8 * MiB, 0, MB_USERRCLM, 0);
+	memset(p, 0xab, 8 * MiB);
+	free_ok(p);
+	uint64_t skips = mb_heap.calloc_zero_skips;
+	unsigned char *again = alloc_ok(8 * MiB, 0, MB_USERRCLM, 1);
+	ASSERT_EQ(again, p);
+	ASSERT_EQ(mb_heap.calloc_zero_skips, skips);
+	all_zero(again, 8 * MiB, "cleared by memset");
+	free_ok(again);
+	all_back();
+}
+
+/* From 64 MiB up, a zeroed object on pages that hold data is cleared by
+ * handing its pages to the kernel: a heap of exactly 64 MiB, so that the
+ * second object has the first one's pages. */
+TEST(zeroing_by_the_kernel)
+{
+	test_heap_setup(64 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+	unsigned char *big = alloc_ok(64 * MiB, 0, MB_KERNRCLM, 0);
+	for (size_t j = 0; j < 64 * MiB; j += PAGE)
+		big[j] = big[j + PAGE - 1] = 1;
+	free_ok(big);
+	uint64_t skips = mb_heap.calloc_zero_skips;
+	unsigned char *again = alloc_ok(64 * MiB, 0, MB_KERNRCLM, 1);
+	ASSERT_EQ(again, big);
+	ASSERT_EQ(mb_heap.calloc_zero_skips, skips + 1); /* no memset */
+	for (size_t j = 0; j < 64 * MiB; j += PAGE)
+		if (again[j] || again[j + PAGE - 1])
+			FAIL("64 MiB zeroed by the kernel: page %zu not zero", j / PAGE);
+	free_ok(again);
+	all_back();
+}
+
+static void resize_ok(void *p, size_t n)
+{
+	struct mb_page *m = record(p);
+	uint64_t grows = mb_heap.inplace_grows, shrinks = mb_heap.inplace_shrinks;
+	size_t before = m->npages;
+	int64_t live = mb_heap.counts.live_requested;
+	uint64_t was = m->user.u64;
+	if (mb_large_resize(p, m, n, "realloc") != 0)
+		FAIL("resize of %zu pages to %zu bytes in place failed", before, n);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(m->npages, pages_of(n));
+	ASSERT_EQ(m->user.u64, n);
+	ASSERT_EQ(mb_heap.counts.live_requested, live + (int64_t)n - (int64_t)was);
+	ASSERT_EQ(mb_heap.inplace_grows, grows + (pages_of(n) > before));
+	ASSERT_EQ(mb_heap.inplace_shrinks, shrinks + (pages_of(n) < before));
+}
+
+TEST(resize_in_place)
+{
+	heap();
+	unsigned char *p = alloc_ok(64 * KiB, 0, MB_KERNNORCLM, 0);
+	memset(p, 7, 64 * KiB);
+	/* Within the pages it has, and into the free pages after it. */
+	resize_ok(p, 64 * KiB - 100);
+	resize_ok(p, 200 * KiB);
+	resize_ok(p, 1 * MiB);
+	/* Across the end of its pageblock into whole free pageblocks. */
+	resize_ok(p, 9 * MiB);
+	memset(p, 8, 9 * MiB);
+	/* Shrinking gives the tail back at once. */
+	resize_ok(p, 5 * MiB + 1);
+	ASSERT_EQ(B->pages_allocated, pages_of(5 * MiB + 1));
+	resize_ok(p, 20 * KiB);
+	ASSERT_EQ(B->pages_allocated, 5);
+	for (size_t j = 0; j < 20 * KiB; j++)
+		ASSERT_EQ(p[j], 8);
+	free_ok(p);
+	all_back();
+}
+
+/* Growing stops at the next object: the object is left as it was. */
+TEST(resize_blocked)
+{
+	heap();
+	unsigned char *a = alloc_ok(32 * KiB, 0, MB_USERRCLM, 0);
+	unsigned char *b = alloc_ok(32 * KiB, 0, MB_USERRCLM, 0);
+	ASSERT_EQ(b, a + 32 * KiB); /* buddies */
+	struct mb_page *m = record(a);
+	uint64_t grows = mb_heap.inplace_grows;
+	ASSERT_EQ(mb_large_resize(a, m, 40 * KiB, "realloc"), -1);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(m->npages, 8);
+	ASSERT_EQ(m->user.u64, 32 * KiB);
+	ASSERT_EQ(mb_heap.inplace_grows, grows);
+	/* Nor past the end of the heap. */
+	ASSERT_EQ(mb_large_resize(b, record(b), 65 * MiB, "realloc"), -1);
+	ASSERT_BUDDY(B);
+	free_ok(b);
+	resize_ok(a, 40 * KiB);
+	free_ok(a);
+	all_back();
+}
+
+/* What the heap cannot give: ENOMEM, nothing changed. */
+TEST(limits)
+{
+	heap();
+	errno = 0;
+	ASSERT_EQ(mb_large_alloc(65 * MiB, 0, MB_USERRCLM, 0), NULL);
+	ASSERT_EQ(errno, ENOMEM);
+	errno = 0;
+	ASSERT_EQ(mb_large_alloc(64 * KiB, 128 * MiB, MB_USERRCLM, 0), NULL);
+	ASSERT_EQ(errno, ENOMEM);
+	ASSERT_BUDDY(B);
+	/* The whole heap in one object, then not a page more. */
+	void *all = alloc_ok(64 * MiB, 0, MB_KERNRCLM, 0);
+	errno = 0;
+	ASSERT_EQ(mb_large_alloc(20 * KiB, 0, MB_KERNRCLM, 0), NULL);
+	ASSERT_EQ(errno, ENOMEM);
+	ASSERT_BUDDY(B);
+	free_ok(all);
+	/* An alignment that only the over-allocation could meet. */
+	void *pad = alloc_ok(20 * KiB, 0, MB_KERNRCLM, 0);
+	errno = 0;
+	ASSERT_EQ(mb_large_alloc(60 * MiB, 8 * MiB, MB_KERNRCLM, 0), NULL);
+	ASSERT_EQ(errno, ENOMEM);
+	ASSERT_BUDDY(B);
+	free_ok(pad);
+	all_back();
+}
+
+/* The runs a thread cache keeps: flagged cached, counted as objects of
+ * the heap but not as the program's. */
+TEST(cached_runs)
+{
+	heap();
+	void *run[8];
+	uint64_t mallocs = mb_heap.counts.mallocs[MB_USERRCLM];
+	ASSERT_EQ(mb_large_alloc_cached(5, MB_USERRCLM, run, 8), 8);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(mb_heap.large_objects, 8);
+	ASSERT_EQ(B->pages_allocated, 40);
+	ASSERT_EQ(mb_heap.counts.mallocs[MB_USERRCLM], mallocs);
+	for (int i = 0; i < 8; i++) {
+		struct mb_page *m = record(run[i]);
+		ASSERT_EQ(m->kind, MB_KIND_LARGE);
+		ASSERT_EQ(m->user16, MB_LARGE_CACHED);
+		ASSERT_EQ(m->npages, 5);
+		ASSERT_EQ(m->type, MB_USERRCLM);
+		/* Not the program's: it cannot resize one in place. */
+	}
+	mb_large_free_cached(run, 8);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(mb_heap.large_objects, 0);
+	mb_large_free_cached(run, 0);
+	all_back();
+	/* No more than the heap holds. */
+	void *many[20];
+	ASSERT_EQ(mb_large_alloc_cached(1024, MB_KERNRCLM, many, 20), 16);
+	ASSERT_BUDDY(B);
+	mb_large_free_cached(many, 16);
+	all_back();
+}
+
+/* ---- misuse: reported, and the process aborts ---- */
+
+static void *victim;
+
+static void double_free(void *arg)
+{
+	(void)arg;
+	mb_large_free(victim, record(victim));
+	mb_large_free(victim, record(victim));
+}
+
+static void free_cached(void *arg)
+{
+	(void)arg;
+	void *run;
+	ASSERT_EQ(mb_large_alloc_cached(4, MB_KERNRCLM, &run, 1), 1);
+	mb_large_free(run, record(run));
+}
+
+static void resize_freed(void *arg)
+{
+	(void)arg;
+	mb_large_free(victim, record(victim));
+	mb_large_resize(victim, record(victim), 64 * KiB, "realloc");
+}
+
+static void expect_abort(void (*fn)(void *), const char *message)
+{
+	struct test_child c;
+	test_child_run(&c, fn, NULL);
+	if (c.status != 128 + SIGABRT || !strstr(c.out, message))
+		FAIL("status %d, want %d (SIGABRT), and \"%s\" in:\n%s", c.status, 128 + SIGABRT, message, c.out);
+}
+
+TEST(misuse_aborts)
+{
+	heap();
+	victim = alloc_ok(40 * KiB, 0, MB_KERNRCLM, 0);
+	char msg[128];
+	snprintf(msg, sizeof msg, "libmbuddy: free(): double free or invalid pointer: %p", victim);
+	expect_abort(double_free, msg);
+	expect_abort(free_cached, "libmbuddy: free(): double free or invalid pointer");
+	snprintf(msg, sizeof msg, "libmbuddy: realloc(): double free or invalid pointer: %p", victim);
+	expect_abort(resize_freed, msg);
+	/* The parent's heap is untouched. */
+	free_ok(victim);
+	all_back();
+}
