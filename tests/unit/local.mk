@@ -21,7 +21,8 @@ unit_tests = \
 	tests/unit/test_fragmentation \
 	tests/unit/test_profile_format \
 	tests/unit/test_options \
-	tests/unit/test_large
+	tests/unit/test_large \
+	tests/unit/test_purge
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -58,6 +59,8 @@ tests_unit_test_options_SOURCES = tests/unit/test_options.c
 tests_unit_test_options_LDADD = $(unit_ldadd)
 tests_unit_test_large_SOURCES = tests/unit/test_large.c
 tests_unit_test_large_LDADD = $(unit_ldadd)
+tests_unit_test_purge_SOURCES = tests/unit/test_purge.c
+tests_unit_test_purge_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without

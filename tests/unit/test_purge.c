@@ -1,0 +1,297 @@
+/* Memory return (purge.c) over a heap of its own, with no purge thread:
+ * the way a program's slow paths call it (mb_purge_maybe() without a
+ * thread is mb_purge_step()). Idle memory goes back once it has been
+ * idle for the decay time and not before; a step does a bounded amount of
+ * work (one pageblock, or at most MB_PURGE_INLINE_BUDGET pages of free
+ * spans) and passes are MB_PURGE_INTERVAL_MS apart; free spans inside
+ * pageblocks in use go back without touching their live neighbours; a
+ * forced purge takes everything at once; a release the kernel refuses
+ * keeps the memory queued, and nothing is lost. The buddy checker runs
+ * after every step. Time is the real clock (mb_now_ms): the tests sleep
+ * through decay times of a fraction of a second. */
+#include "config.h"
+#include "harness.h"
+#include "background.h"
+#include "large.h"
+#include "purge.h"
+
+#include <sys/mman.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE MB_PAGE_SIZE
+#define DECAY 200
+
+static struct mb_buddy *const B = &mb_heap.buddy;
+
+/* Pages of [p, p + len) the kernel holds for us. */
+static size_t resident(const void *p, size_t len)
+{
+	static unsigned char v[64 * MiB / PAGE];
+	ASSERT_LE(len / PAGE, sizeof v);
+	ASSERT_EQ(mincore((void *)p, len, v), 0);
+	size_t n = 0;
+	for (size_t i = 0; i < len / PAGE; i++)
+		n += v[i] & 1;
+	return n;
+}
+
+static void *take(size_t bytes, int fill)
+{
+	void *p = mb_large_alloc(bytes, 0, MB_KERNRCLM, 0);
+	ASSERT_NE(p, NULL);
+	memset(p, fill, bytes);
+	ASSERT_BUDDY(B);
+	return p;
+}
+
+static void give(void *p)
+{
+	mb_large_free(p, &B->pages[mb_buddy_page_index(B, p)]);
+	ASSERT_BUDDY(B);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Sleep until mb_now_ms() reaches `when`. */
+static void wait_until(uint64_t when)
+{
+	ASSERT_NE(when, UINT64_MAX);
+	while (mb_now_ms() < when)
+		sleep_ms(2);
+}
+
+static size_t released_pages(void)
+{
+	return mb_heap.released_bytes / PAGE;
+}
+
+/* One step as a slow path takes it; returns the pages it released. */
+static size_t step(void)
+{
+	size_t before = released_pages();
+	mb_purge_step(mb_purge_next_due());
+	ASSERT_BUDDY(B);
+	return released_pages() - before;
+}
+
+TEST(nothing_queued)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, DECAY);
+	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
+	ASSERT_EQ(step(), 0);
+	ASSERT_EQ(mb_purge(0), 0);
+	ASSERT_EQ(mb_purge(1), 0);
+	ASSERT_EQ(mb_purge_settle(), 0);
+	/* Allocated and never freed: nothing to return either. */
+	void *p = take(8 * MiB, 1);
+	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
+	ASSERT_EQ(mb_purge(1), 0);
+	ASSERT_EQ(resident(p, 8 * MiB), 2048);
+	give(p);
+	ASSERT_NE(mb_purge_next_due(), UINT64_MAX);
+}
+
+/* Two pageblocks freed whole: nothing goes back before the decay time,
+ * then one pageblock per step, the steps a pass interval apart. */
+TEST(idle_pageblocks_go_back_after_the_decay)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, DECAY);
+	unsigned char *p = take(8 * MiB, 1);
+	uint64_t freed_at = mb_now_ms();
+	give(p);
+	ASSERT_EQ(B->nr_dirty, 2);
+	uint64_t due = mb_purge_next_due();
+	ASSERT_GE(due, freed_at + DECAY);
+	ASSERT_LE(due, mb_now_ms() + DECAY);
+
+	/* Before the decay: nothing, however often asked (checked only if
+	 * the machine did not stall past the decay meanwhile). */
+	size_t n = 0;
+	for (int i = 0; i < 5; i++)
+		n += step();
+	n += mb_purge(0);
+	size_t dirty = B->nr_dirty, res = resident(p, 8 * MiB);
+	if (mb_now_ms() < due) {
+		ASSERT_EQ(n, 0);
+		ASSERT_EQ(dirty, 2);
+		ASSERT_EQ(res, 2048);
+	} else {
+		SKIP("the machine stalled past the decay time: nothing to check");
+	}
+
+	/* Then a step gives one pageblock back... */
+	wait_until(due);
+	uint64_t t = mb_now_ms();
+	ASSERT_EQ(step(), 1024);
+	ASSERT_EQ(B->nr_dirty, 1);
+	ASSERT_EQ(resident(p, 8 * MiB), 1024);
+	/* ...and the next pass is an interval later. */
+	uint64_t next = mb_purge_next_due();
+	ASSERT_GE(next, t + MB_PURGE_INTERVAL_MS);
+	n = step();
+	if (mb_now_ms() < next)
+		ASSERT_EQ(n, 0);
+	wait_until(next);
+	if (n == 0)
+		ASSERT_EQ(step(), 1024);
+	ASSERT_EQ(B->nr_dirty, 0);
+	ASSERT_EQ(resident(p, 8 * MiB), 0);
+	ASSERT_EQ(B->count.released_pageblocks, 2);
+	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
+	/* Back in the pool clean: taken again, known to read as zero. */
+	ASSERT_EQ(B->nr_global, B->nblocks);
+	void *q = mb_large_alloc(8 * MiB, 0, MB_KERNRCLM, 1);
+	ASSERT_EQ(q, p);
+	ASSERT_EQ(mb_heap.calloc_zero_skips, 1);
+	give(q);
+}
+
+/* Memory freed and taken again before the decay is not idle: it is not
+ * handed back. */
+TEST(reused_memory_stays)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, DECAY);
+	unsigned char *p = take(4 * MiB, 1);
+	give(p);
+	ASSERT_EQ(B->nr_dirty, 1);
+	unsigned char *q = take(4 * MiB, 2);
+	ASSERT_EQ(q, p);
+	ASSERT_EQ(B->nr_dirty, 0);
+	sleep_ms(DECAY + 20);
+	ASSERT_EQ(step(), 0);
+	ASSERT_EQ(resident(q, 4 * MiB), 1024);
+	ASSERT_EQ(q[4 * MiB - 1], 2);
+	give(q);
+}
+
+/* A pageblock in use, every other 8-page object freed: its 64 free spans
+ * go back at most MB_PURGE_INLINE_BUDGET pages per step, and the objects
+ * in between keep their pages and their contents. */
+TEST(free_spans_of_pageblocks_in_use)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, DECAY);
+	enum { N = 128, SPAN = 8 };
+	unsigned char *obj[N];
+	for (int i = 0; i < N; i++)
+		obj[i] = take(SPAN * PAGE, i + 1);
+	/* One pageblock, filled. */
+	uintptr_t lo = (uintptr_t)obj[0];
+	for (int i = 0; i < N; i++)
+		if ((uintptr_t)obj[i] < lo)
+			lo = (uintptr_t)obj[i];
+	ASSERT_EQ((lo - B->base) % (4 * MiB), 0);
+	ASSERT_EQ(B->pages_allocated, N * SPAN);
+	int freed = 0;
+	for (int i = 0; i < N; i++)
+		if ((((uintptr_t)obj[i] - lo) / (SPAN * PAGE)) % 2 == 0) {
+			give(obj[i]);
+			obj[i] = NULL;
+			freed++;
+		}
+	ASSERT_EQ(freed, N / 2);
+	ASSERT_EQ(B->nr_freed, 1); /* queued: an owned pageblock with dirty free pages */
+	ASSERT_EQ(B->nr_dirty, 0);
+
+	wait_until(mb_purge_next_due());
+	size_t total = 0;
+	int steps = 0;
+	while (total < (size_t)freed * SPAN) {
+		uint64_t next = mb_purge_next_due();
+		ASSERT_NE(next, UINT64_MAX);
+		wait_until(next);
+		size_t n = step();
+		ASSERT_GT(n, 0);
+		ASSERT_LE(n, MB_PURGE_INLINE_BUDGET);
+		total += n;
+		ASSERT_LT(++steps, 10);
+	}
+	ASSERT_EQ(total, (size_t)freed * SPAN);
+	ASSERT_GE(steps, freed * SPAN / MB_PURGE_INLINE_BUDGET);
+	ASSERT_EQ(B->nr_freed, 0);
+	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
+	ASSERT_EQ(resident((void *)lo, 4 * MiB), (size_t)(N - freed) * SPAN);
+	for (int i = 0; i < N; i++)
+		if (obj[i]) {
+			for (size_t j = 0; j < SPAN * PAGE; j += 511)
+				ASSERT_EQ(obj[i][j], i + 1);
+			give(obj[i]);
+		}
+	ASSERT_EQ(B->nr_global, B->nblocks);
+}
+
+/* Forced: everything queued goes back at once, idle or not. */
+TEST(forced_purge_takes_everything)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+	unsigned char *p = take(12 * MiB, 1), *q = take(64 * KiB, 2), *r = take(64 * KiB, 3);
+	give(p);
+	give(q);
+	ASSERT_EQ(B->nr_dirty, 3);
+	ASSERT_EQ(B->nr_freed, 1);
+	size_t n = mb_purge(1);
+	ASSERT_BUDDY(B);
+	ASSERT_GE(n, 3 * 1024 + 16);
+	ASSERT_EQ(B->nr_dirty, 0);
+	ASSERT_EQ(B->nr_freed, 0);
+	ASSERT_EQ(resident(p, 12 * MiB), 0);
+	ASSERT_EQ(resident(q, 64 * KiB), 0);
+	ASSERT_EQ(resident(r, 64 * KiB), 16);
+	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
+	give(r);
+	ASSERT_GE(mb_purge(1), 16);
+	ASSERT_EQ(B->nr_global, B->nblocks);
+	ASSERT_EQ(B->nr_dirty, 0);
+}
+
+/* The kernel refuses (fault injected): the memory stays queued and
+ * resident, the failure is counted, and it goes back once the kernel
+ * takes it. */
+TEST(refused_release_stays_queued)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+	unsigned char *p = take(8 * MiB, 7);
+	give(p);
+	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 1000);
+	ASSERT_EQ(mb_purge(1), 0);
+	ASSERT_BUDDY(B);
+	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 0);
+	ASSERT_GE(B->count.release_failures, 1);
+	ASSERT_EQ(B->nr_dirty, 2);
+	ASSERT_EQ(B->nr_global, B->nblocks);
+	ASSERT_EQ(resident(p, 8 * MiB), 2048);
+	ASSERT_EQ(p[8 * MiB - 1], 7);
+	ASSERT_EQ(mb_purge(1), 2048);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->nr_dirty, 0);
+	ASSERT_EQ(resident(p, 8 * MiB), 0);
+}
+
+/* Without a purge thread, mb_purge_maybe() is the bounded step itself. */
+TEST(maybe_steps_without_a_thread)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, 50);
+	ASSERT_EQ(mb_opt.background, 0);
+	unsigned char *p = take(8 * MiB, 1);
+	give(p);
+	uint64_t due = mb_purge_next_due();
+	mb_purge_maybe();
+	if (mb_now_ms() < due)
+		ASSERT_EQ(B->nr_dirty, 2);
+	wait_until(due);
+	mb_purge_maybe();
+	ASSERT_BUDDY(B);
+	ASSERT_LE(B->nr_dirty, 1); /* at most one pageblock per step */
+	if (B->nr_dirty) {
+		wait_until(mb_purge_next_due());
+		mb_purge_maybe();
+	}
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->nr_dirty, 0);
+	ASSERT_EQ(resident(p, 8 * MiB), 0);
+}
