@@ -22,7 +22,8 @@ unit_tests = \
 	tests/unit/test_profile_format \
 	tests/unit/test_options \
 	tests/unit/test_large \
-	tests/unit/test_purge
+	tests/unit/test_purge \
+	tests/unit/test_background
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -61,6 +62,8 @@ tests_unit_test_large_SOURCES = tests/unit/test_large.c
 tests_unit_test_large_LDADD = $(unit_ldadd)
 tests_unit_test_purge_SOURCES = tests/unit/test_purge.c
 tests_unit_test_purge_LDADD = $(unit_ldadd)
+tests_unit_test_background_SOURCES = tests/unit/test_background.c
+tests_unit_test_background_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without
