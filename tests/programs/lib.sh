@@ -118,18 +118,33 @@ mb_init() {
 # MBUDDY_PROOF_KEY (default counters.mallocs).
 mb_stats_scan() {
     env -u LD_PRELOAD -u MBUDDY_STATS -u PYTHONMALLOC "$MB_PY" - "$1" "${MBUDDY_PROOF_KEY:-counters.mallocs}" <<'EOF'
-import json, os, sys
+import json, os, sys, time
 d, key = sys.argv[1], sys.argv[2].split(".")
 files = valid = mx = total = 0
 bad = []
+
+def load(path):
+    # A process whose output the command no longer waits for may still be
+    # writing its exit report, created in place: the coreutils close their
+    # stdout from atexit, before libmbuddy's destructor writes the report,
+    # so bash reading `< <(seq ...)` goes on and ends meanwhile. An empty
+    # or partial report is read again for up to 3 s before it counts.
+    for _ in range(30):
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except ValueError:
+            time.sleep(0.1)
+    with open(path) as f:
+        return json.load(f)
+
 for name in sorted(os.listdir(d)):
     path = os.path.join(d, name)
     if not os.path.isfile(path):
         continue
     files += 1
     try:
-        with open(path) as f:
-            v = json.load(f)
+        v = load(path)
         for k in key:
             v = v[k]
         if isinstance(v, bool) or not isinstance(v, int):
