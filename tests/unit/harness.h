@@ -5,6 +5,7 @@
  *
  * A test is a function defined with TEST(); main() comes from here:
  *
+ *	#include "config.h"
  *	#include "harness.h"
  *	#include "reclaim_type.h"
  *
@@ -29,7 +30,7 @@
  *	ASSERT_NEAR(a, b, eps)    |a - b| <= eps, in long double
  *	ASSERT_STR_EQ(a, b)       strings (NULL allowed)
  *	ASSERT_CONTAINS(s, part)  part is a substring of s
- *	ASSERT_BUDDY(b)           mb_buddy_check() finds every invariant
+ *	ASSERT_BUDDY(b)           every invariant of mb_buddy_check() holds
  *	FAIL(fmt, ...)            an unconditional failure
  * NOTE(fmt, ...) prints a line of information under the test's name.
  *

@@ -1,6 +1,8 @@
 /* The metadata arena: records are zeroed and never overlap, a page holds
  * records of one group and size, and pages freed whole go back to the
  * kernel. */
+#include "config.h"
+
 #include <stdint.h>
 #include <string.h>
 

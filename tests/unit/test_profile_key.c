@@ -1,6 +1,8 @@
 /* Profile keys of code addresses: the module's identity (which takes a
  * stat() of its file) is computed once per loaded module, not once per
  * call site, and keys stay the same when it is computed again. */
+#include "config.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
