@@ -11,12 +11,9 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "exports.h"
 #include "classify.h"
+#include "exports.h"
 #include "options.h"
-
-#define EXPORT __attribute__((visibility("default")))
-#define CALLER __builtin_return_address(0)
 
 typedef void (*new_handler_fn)(void);
 
@@ -45,8 +42,6 @@ static void *new_failed(size_t n, size_t align, void *ra, int nothrow)
 			return p;
 	}
 }
-
-#define T(t) ((t) & MB_KEY_MASK)
 
 static __attribute__((noinline)) void *op_new_slow(size_t n, void *ra)
 {

@@ -10,18 +10,14 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "exports.h"
 #include "classify.h"
+#include "exports.h"
 #include "heap.h"
 #include "init.h"
 #include "mbuddy.h"
 #include "modules.h"
 #include "report.h"
 #include "tcache.h"
-
-#define EXPORT __attribute__((visibility("default")))
-#define CALLER __builtin_return_address(0)
-#define T(t) ((t) & MB_KEY_MASK)
 
 /* Set up before the program's own constructors where possible, so our fork
  * handlers are registered early (prepare handlers run last-registered

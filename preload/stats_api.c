@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "exports.h"
 #include "fragmentation.h"
 #include "heap.h"
 #include "init.h"
@@ -11,8 +12,6 @@
 #include "options.h"
 #include "stats.h"
 #include "stats_fields.h"
-
-#define EXPORT __attribute__((visibility("default")))
 
 EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 {
