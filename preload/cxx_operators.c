@@ -14,6 +14,7 @@
 #include "classify.h"
 #include "exports.h"
 #include "options.h"
+#include "site_alloc.h"
 
 typedef void (*new_handler_fn)(void);
 
@@ -36,8 +37,7 @@ static void *new_failed(size_t n, size_t align, void *ra, int nothrow)
 			abort();
 		}
 		h();
-		int t = mb_classify(ra, n) & MB_KEY_MASK;
-		void *p = align ? mb_memalign(align, n, t) : mb_malloc(n, t);
+		void *p = align ? site_memalign(ra, align, n) : site_malloc(ra, n);
 		if (p)
 			return p;
 	}
@@ -45,8 +45,7 @@ static void *new_failed(size_t n, size_t align, void *ra, int nothrow)
 
 static __attribute__((noinline)) void *op_new_slow(size_t n, void *ra)
 {
-	int t = mb_classify_site_slow(ra, n);
-	void *p = mb_sampled(mb_malloc(n, T(t)), t, n);
+	void *p = site_malloc_slow(ra, n);
 	return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra, 0);
 }
 
@@ -68,15 +67,13 @@ static inline void *op_new(size_t n, void *ra)
 
 static inline void *op_new_aligned(size_t n, size_t align, void *ra)
 {
-	int t = mb_classify(ra, n);
-	void *p = mb_sampled(mb_memalign(align, n, T(t)), t, n);
+	void *p = site_memalign(ra, align, n);
 	return p ? p : new_failed(n, align, ra, 0);
 }
 
 static inline void *op_new_nothrow(size_t n, size_t align, void *ra)
 {
-	int t = mb_classify(ra, n);
-	void *p = mb_sampled(align ? mb_memalign(align, n, T(t)) : mb_malloc(n, T(t)), t, n);
+	void *p = align ? site_memalign(ra, align, n) : site_malloc(ra, n);
 	return p ? p : new_failed(n, align, ra, 1);
 }
 

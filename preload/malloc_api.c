@@ -17,6 +17,7 @@
 #include "mbuddy.h"
 #include "modules.h"
 #include "report.h"
+#include "site_alloc.h"
 #include "tcache.h"
 
 /* Set up before the program's own constructors where possible, so our fork
@@ -31,8 +32,7 @@ __attribute__((constructor(101))) static void heap_init_early(void)
 /* malloc when the call site needs the classifier's slow path. */
 static __attribute__((noinline)) void *malloc_classify_slow(size_t n, void *ra)
 {
-	int t = mb_classify_site_slow(ra, n);
-	return mb_sampled(mb_malloc(n, T(t)), t, n);
+	return site_malloc_slow(ra, n);
 }
 
 /* The fast paths of classification and of the thread cache, inline: no
@@ -74,22 +74,12 @@ EXPORT void free_sized(void *p, size_t n)
 
 EXPORT void *calloc(size_t nmemb, size_t size)
 {
-	int t = mb_classify(CALLER, nmemb * size);
-	return mb_sampled(mb_calloc(nmemb, size, T(t)), t, nmemb * size);
-}
-
-/* realloc for the caller that returns to ra. A block that stayed in place
- * keeps its own sample state. */
-static void *realloc_for(void *p, size_t n, void *ra, const char *func)
-{
-	int t = mb_classify(ra, n);
-	void *q = mb_realloc(p, n, T(t), func);
-	return q != p ? mb_sampled(q, t, n) : q;
+	return site_calloc(CALLER, nmemb, size);
 }
 
 EXPORT void *realloc(void *p, size_t n)
 {
-	return realloc_for(p, n, CALLER, "realloc");
+	return site_realloc(CALLER, p, n, "realloc");
 }
 
 /* Our own definitions, bound inside this library: the address of malloc
@@ -113,7 +103,7 @@ EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc_for(p, n, CALLER, "reallocarray");
+	return site_realloc(CALLER, p, n, "reallocarray");
 }
 
 static int power_of_two(size_t a)
@@ -134,8 +124,7 @@ static void *memalign_rounded(size_t align, size_t n, void *ra)
 			a <<= 1;
 		align = a;
 	}
-	int t = mb_classify(ra, n);
-	return mb_sampled(mb_memalign(align, n, T(t)), t, n);
+	return site_memalign(ra, align, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
@@ -169,8 +158,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 	if (align % sizeof(void *) != 0 || !power_of_two(align))
 		return EINVAL;
 	int saved = errno;
-	int t = mb_classify(CALLER, n);
-	void *p = mb_sampled(mb_memalign(align, n, T(t)), t, n);
+	void *p = site_memalign(CALLER, align, n);
 	if (!p) {
 		errno = saved;
 		return ENOMEM;
@@ -207,10 +195,10 @@ EXPORT int malloc_trim(size_t pad)
 }
 
 /* glibc's internal names, which some programs and libraries call. */
-EXPORT void *__libc_malloc(size_t n) { int t = mb_classify(CALLER, n); return mb_sampled(mb_malloc(n, T(t)), t, n); }
+EXPORT void *__libc_malloc(size_t n) { return site_malloc(CALLER, n); }
 EXPORT void __libc_free(void *p) { mb_free(p, "free"); }
-EXPORT void *__libc_calloc(size_t a, size_t b) { int t = mb_classify(CALLER, a * b); return mb_sampled(mb_calloc(a, b, T(t)), t, a * b); }
-EXPORT void *__libc_realloc(void *p, size_t n) { return realloc_for(p, n, CALLER, "realloc"); }
+EXPORT void *__libc_calloc(size_t a, size_t b) { return site_calloc(CALLER, a, b); }
+EXPORT void *__libc_realloc(void *p, size_t n) { return site_realloc(CALLER, p, n, "realloc"); }
 EXPORT void *__libc_memalign(size_t a, size_t n) { return memalign_rounded(a, n, CALLER); }
 EXPORT void *__libc_valloc(size_t n) { return memalign_rounded((size_t)sysconf(_SC_PAGESIZE), n, CALLER); }
 EXPORT void *__libc_pvalloc(size_t n) { return pvalloc(n); }
