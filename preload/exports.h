@@ -29,6 +29,9 @@ void *mb_own_realloc(void *p, size_t n);
 /* Whether the process's malloc family is ours; if not, tell the report
  * (served.c). Once, at start, with the heap ready. */
 void mb_check_served(void);
+/* The definition the process's calls to name reach (served.c): own, this
+ * library's, or another object's; never a PLT stub of the executable. */
+void *mb_process_symbol(const char *name, void *own);
 void free_sized(void *p, size_t n);
 void free_aligned_sized(void *p, size_t align, size_t n);
 struct mallinfo __libc_mallinfo(void);
