@@ -32,6 +32,15 @@ EXTRA_DIST += tests/stats/env-values.test tests/stats/signal-exit.test tests/sta
 TESTS += tests/stats/heap-doc.test
 EXTRA_DIST += tests/stats/heap-doc.test
 
+# struct mbuddy_stats across versions: a caller with the first release's
+# structure through the exported mbuddy_stats_get, and this header's
+# callers (mbuddy_stats_read with their size). Linked with -lmbuddy.
+check_PROGRAMS += tests/stats/stats_abi
+tests_stats_stats_abi_SOURCES = tests/stats/stats_abi.c
+tests_stats_stats_abi_CFLAGS = $(AM_CFLAGS) -fno-builtin
+tests_stats_stats_abi_LDADD = libmbuddy.la -ldl
+TESTS += tests/stats/stats_abi
+
 # mbuddy_stats_get() against the JSON report of the same moment.
 check_PROGRAMS += tests/stats/stats_api_values
 tests_stats_stats_api_values_SOURCES = tests/stats/stats_api_values.c
