@@ -14,7 +14,7 @@
 #include "classify.h"
 #include "exports.h"
 #include "options.h"
-#include "site_alloc.h"
+#include "entry.h"
 
 typedef void (*new_handler_fn)(void);
 
@@ -90,15 +90,15 @@ EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
 EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return op_new_nothrow(n, a, CALLER); }
 
 /* delete, delete[], sized, aligned, nothrow: all checked like free(). */
-EXPORT void _ZdlPv(void *p) { mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPv(void *p) { mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free_inline(p, "operator delete[]"); }
+EXPORT void _ZdlPv(void *p) { free_entry(p, "operator delete"); }
+EXPORT void _ZdaPv(void *p) { free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; free_entry(p, "operator delete[]"); }

@@ -124,3 +124,29 @@ int mb_elf_defines(const ElfW(Sym) *sym)
 	return sym->st_shndx != SHN_UNDEF && (bind == STB_GLOBAL || bind == STB_WEAK || bind == STB_GNU_UNIQUE) &&
 	       type != STT_TLS && type != STT_SECTION && type != STT_FILE && vis != STV_HIDDEN && vis != STV_INTERNAL;
 }
+
+void mb_elf_each_reloc(const struct mb_elf *e, int (*fn)(void *arg, const struct mb_elf_reloc *r), void *arg)
+{
+	for (int t = 0; t < 2; t++) {
+		if (!e->rel[t])
+			continue;
+		size_t entsize = e->rela[t] ? sizeof(ElfW(Rela)) : sizeof(ElfW(Rel));
+		for (size_t off = 0; off + entsize <= e->relsz[t]; off += entsize) {
+			const ElfW(Rela) *ra = (const ElfW(Rela) *)(e->rel[t] + off);
+			const ElfW(Rel) *rl = (const ElfW(Rel) *)(e->rel[t] + off);
+			ElfW(Xword) info = e->rela[t] ? ra->r_info : rl->r_info;
+			size_t symidx = ELF64_R_SYM(info);
+			if (symidx == STN_UNDEF)
+				continue;
+			struct mb_elf_reloc r = {
+				.slot = (ElfW(Addr) *)(e->base + (e->rela[t] ? ra->r_offset : rl->r_offset)),
+				.type = (unsigned)ELF64_R_TYPE(info),
+				.sym = &e->symtab[symidx],
+				.name = sym_name(e, &e->symtab[symidx]),
+				.addend = e->rela[t] ? ra->r_addend : 0,
+			};
+			if (fn(arg, &r))
+				return;
+		}
+	}
+}

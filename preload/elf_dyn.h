@@ -38,4 +38,17 @@ const ElfW(Sym) *mb_elf_symbol(const struct mb_elf *e, const char *name);
 /* Whether sym is a definition another object can bind to. */
 int mb_elf_defines(const ElfW(Sym) *sym);
 
+/* One relocation that names a symbol. */
+struct mb_elf_reloc {
+	ElfW(Addr) *slot;     /* where the dynamic linker wrote */
+	unsigned type;        /* ELF64_R_TYPE */
+	const ElfW(Sym) *sym; /* the symbol named, in this object's table */
+	const char *name;
+	ElfW(Sxword) addend;  /* 0 for REL entries */
+};
+
+/* Call fn for each relocation of the object (DT_RELA or DT_REL, then
+ * DT_JMPREL) that names a symbol; stops early when fn returns nonzero. */
+void mb_elf_each_reloc(const struct mb_elf *e, int (*fn)(void *arg, const struct mb_elf_reloc *r), void *arg);
+
 #endif

@@ -17,7 +17,7 @@
 #include "mbuddy.h"
 #include "modules.h"
 #include "report.h"
-#include "site_alloc.h"
+#include "entry.h"
 #include "tcache.h"
 
 /* Set up before the program's own constructors where possible, so our fork
@@ -45,14 +45,28 @@ EXPORT void *malloc(size_t n)
 	return malloc_classify_slow(n, CALLER);
 }
 
+/* glibc's free takes back what glibc's malloc handed out. What it does
+ * with a pointer it never handed out is its own affair: most are caught
+ * ("free(): invalid pointer") and abort, as they do without libmbuddy.
+ * Before any deep-bound load, no such pointer can be the program's, and
+ * mb_free reports it as libmbuddy always has. */
+__attribute__((noinline)) void mb_free_general(void *p, const char *func)
+{
+	if (mb_glibc_pointer(p)) {
+		mb_glibc.free(p);
+		return;
+	}
+	mb_free(p, func);
+}
+
 EXPORT void free(void *p)
 {
-	mb_free_inline(p, "free");
+	free_entry(p, "free");
 }
 
 EXPORT void cfree(void *p)
 {
-	mb_free(p, "cfree");
+	mb_free_general(p, "cfree");
 }
 
 /* C23's sized frees (glibc 2.43). The size is checked as far as the
@@ -67,9 +81,9 @@ static void check_size(void *p, size_t n, const char *func)
 
 EXPORT void free_sized(void *p, size_t n)
 {
-	if (p)
+	if (p && !mb_glibc_pointer(p))
 		check_size(p, n, "free_sized");
-	mb_free(p, "free_sized");
+	mb_free_general(p, "free_sized");
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size)
@@ -145,12 +159,12 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
 
 EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
 {
-	if (p) {
+	if (p && !mb_glibc_pointer(p)) {
 		if (!power_of_two(align) || ((uintptr_t)p & (align - 1)))
 			mb_fatal_pointer("free_aligned_sized", "invalid alignment (the object is not so aligned)", p);
 		check_size(p, n, "free_aligned_sized");
 	}
-	mb_free(p, "free_aligned_sized");
+	mb_free_general(p, "free_aligned_sized");
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -185,6 +199,8 @@ EXPORT void *pvalloc(size_t n)
 
 EXPORT size_t malloc_usable_size(void *p)
 {
+	if (mb_glibc_pointer(p))
+		return mb_glibc.usable_size(p);
 	return mb_usable_size(p, "malloc_usable_size");
 }
 
@@ -196,7 +212,7 @@ EXPORT int malloc_trim(size_t pad)
 
 /* glibc's internal names, which some programs and libraries call. */
 EXPORT void *__libc_malloc(size_t n) { return site_malloc(CALLER, n); }
-EXPORT void __libc_free(void *p) { mb_free(p, "free"); }
+EXPORT void __libc_free(void *p) { mb_free_general(p, "free"); }
 EXPORT void *__libc_calloc(size_t a, size_t b) { return site_calloc(CALLER, a, b); }
 EXPORT void *__libc_realloc(void *p, size_t n) { return site_realloc(CALLER, p, n, "realloc"); }
 EXPORT void *__libc_memalign(size_t a, size_t n) { return memalign_rounded(a, n, CALLER); }
