@@ -12,9 +12,9 @@
 
 #include "alloc.h"
 #include "classify.h"
+#include "entry.h"
 #include "exports.h"
 #include "options.h"
-#include "entry.h"
 
 typedef void (*new_handler_fn)(void);
 

@@ -11,13 +11,13 @@
 
 #include "alloc.h"
 #include "classify.h"
+#include "entry.h"
 #include "exports.h"
 #include "heap.h"
 #include "init.h"
 #include "mbuddy.h"
 #include "modules.h"
 #include "report.h"
-#include "entry.h"
 #include "tcache.h"
 
 /* Set up before the program's own constructors where possible, so our fork
