@@ -34,6 +34,10 @@ struct mbuddy_type_stats {
 	unsigned long long objects;    /* malloc-level allocations of this type */
 };
 
+/* New fields are only ever added at the end: a program reads the
+ * statistics with the size of the structure it was built with
+ * (mbuddy_stats_read), so a library with more fields writes only what the
+ * program knows of, and one with fewer leaves the rest zero. */
 struct mbuddy_stats {
 	unsigned max_order;            /* MAX_ORDER; pageblock order is max_order-1 */
 	unsigned long long pageblock_bytes;
@@ -49,14 +53,26 @@ struct mbuddy_stats {
 	struct mbuddy_type_stats types[3];
 	double unusable_free_space[MBUDDY_MAX_ORDERS];
 	double fragmentation_index[MBUDDY_MAX_ORDERS];
+	/* The first layout ended here, and the exported mbuddy_stats_get,
+	 * which programs built with it call, writes no further. Added since: */
 	unsigned long long peak_resident_bytes;  /* high-water mark of RSS */
 	unsigned long long peak_live_bytes;      /* highest live_bytes sampled */
 	int served;        /* 0: the process's malloc is not libmbuddy's */
 };
 
+/* Fill *st, of `size` bytes (pass sizeof *st), with a snapshot of the
+ * heap: the whole fields that fit in size, nothing after them. Returns the
+ * number of bytes filled; a larger size than this library's structure
+ * gets its bytes past that set to zero (fields it does not know). -1 if st
+ * is NULL (EINVAL) or the heap could not be set up. */
+int mbuddy_stats_read(struct mbuddy_stats *st, size_t size);
 /* Fill *st with a snapshot of the heap. Returns 0, or -1 if the heap could
- * not be set up. */
+ * not be set up. The exported function serves programs built before
+ * mbuddy_stats_read existed and writes only the fields they knew (up to
+ * fragmentation_index); a program built with this header calls
+ * mbuddy_stats_read with the size of its structure instead. */
 int mbuddy_stats_get(struct mbuddy_stats *st);
+#define mbuddy_stats_get(st) (mbuddy_stats_read((st), sizeof *(st)) < 0 ? -1 : 0)
 /* Write the report to a file descriptor in MBUDDY_STATS_TEXT or _JSON. */
 int mbuddy_stats_print(int fd, int format);
 /* The reclaim type live allocation p was made with (the slab or large

@@ -11,12 +11,10 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "exports.h"
 #include "classify.h"
+#include "entry.h"
+#include "exports.h"
 #include "options.h"
-
-#define EXPORT __attribute__((visibility("default")))
-#define CALLER __builtin_return_address(0)
 
 typedef void (*new_handler_fn)(void);
 
@@ -39,19 +37,15 @@ static void *new_failed(size_t n, size_t align, void *ra, int nothrow)
 			abort();
 		}
 		h();
-		int t = mb_classify(ra, n) & MB_KEY_MASK;
-		void *p = align ? mb_memalign(align, n, t) : mb_malloc(n, t);
+		void *p = align ? site_memalign(ra, align, n) : site_malloc(ra, n);
 		if (p)
 			return p;
 	}
 }
 
-#define T(t) ((t) & MB_KEY_MASK)
-
 static __attribute__((noinline)) void *op_new_slow(size_t n, void *ra)
 {
-	int t = mb_classify_site_slow(ra, n);
-	void *p = mb_sampled(mb_malloc(n, T(t)), t, n);
+	void *p = site_malloc_slow(ra, n);
 	return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra, 0);
 }
 
@@ -73,15 +67,13 @@ static inline void *op_new(size_t n, void *ra)
 
 static inline void *op_new_aligned(size_t n, size_t align, void *ra)
 {
-	int t = mb_classify(ra, n);
-	void *p = mb_sampled(mb_memalign(align, n, T(t)), t, n);
+	void *p = site_memalign(ra, align, n);
 	return p ? p : new_failed(n, align, ra, 0);
 }
 
 static inline void *op_new_nothrow(size_t n, size_t align, void *ra)
 {
-	int t = mb_classify(ra, n);
-	void *p = mb_sampled(align ? mb_memalign(align, n, T(t)) : mb_malloc(n, T(t)), t, n);
+	void *p = align ? site_memalign(ra, align, n) : site_malloc(ra, n);
 	return p ? p : new_failed(n, align, ra, 1);
 }
 
@@ -98,15 +90,15 @@ EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
 EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { (void)nt; return op_new_nothrow(n, a, CALLER); }
 
 /* delete, delete[], sized, aligned, nothrow: all checked like free(). */
-EXPORT void _ZdlPv(void *p) { mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPv(void *p) { mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; mb_free_inline(p, "operator delete[]"); }
-EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free_inline(p, "operator delete"); }
-EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; mb_free_inline(p, "operator delete[]"); }
+EXPORT void _ZdlPv(void *p) { free_entry(p, "operator delete"); }
+EXPORT void _ZdaPv(void *p) { free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; free_entry(p, "operator delete[]"); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; free_entry(p, "operator delete"); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; free_entry(p, "operator delete[]"); }

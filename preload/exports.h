@@ -1,9 +1,23 @@
-/* Prototypes for exported names that no system header declares. */
+/* What every file of preload/ shares: the attribute of an exported
+ * name, the caller's return address that classification keys sites on,
+ * the slab key of a classification result, and the prototypes of exported
+ * names that no system header declares. */
 #ifndef MB_EXPORTS_H
 #define MB_EXPORTS_H
 
 #include <malloc.h>
 #include <stddef.h>
+
+#include "reclaim_type.h"
+
+/* The library is built with -fvisibility=hidden: only what is marked so
+ * is exported. */
+#define EXPORT __attribute__((visibility("default")))
+/* Where the exported function returns to: the call site. Only meaningful
+ * in the exported function itself, or in a function inlined into it. */
+#define CALLER __builtin_return_address(0)
+/* The slab key of what mb_classify() returned (its flags masked off). */
+#define T(t) ((t) & MB_KEY_MASK)
 
 void cfree(void *p);
 
@@ -15,6 +29,9 @@ void *mb_own_realloc(void *p, size_t n);
 /* Whether the process's malloc family is ours; if not, tell the report
  * (served.c). Once, at start, with the heap ready. */
 void mb_check_served(void);
+/* The definition the process's calls to name reach (served.c): own, this
+ * library's, or another object's; never a PLT stub of the executable. */
+void *mb_process_symbol(const char *name, void *own);
 void free_sized(void *p, size_t n);
 void free_aligned_sized(void *p, size_t align, size_t n);
 struct mallinfo __libc_mallinfo(void);

@@ -13,8 +13,6 @@
 #include "init.h"
 #include "stats.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 /* A snapshot of the heap; all zero when it cannot be set up. */
 static void snapshot(struct mb_snapshot *s)
 {

@@ -10,18 +10,15 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "exports.h"
 #include "classify.h"
+#include "entry.h"
+#include "exports.h"
 #include "heap.h"
 #include "init.h"
 #include "mbuddy.h"
 #include "modules.h"
 #include "report.h"
 #include "tcache.h"
-
-#define EXPORT __attribute__((visibility("default")))
-#define CALLER __builtin_return_address(0)
-#define T(t) ((t) & MB_KEY_MASK)
 
 /* Set up before the program's own constructors where possible, so our fork
  * handlers are registered early (prepare handlers run last-registered
@@ -35,8 +32,7 @@ __attribute__((constructor(101))) static void heap_init_early(void)
 /* malloc when the call site needs the classifier's slow path. */
 static __attribute__((noinline)) void *malloc_classify_slow(size_t n, void *ra)
 {
-	int t = mb_classify_site_slow(ra, n);
-	return mb_sampled(mb_malloc(n, T(t)), t, n);
+	return site_malloc_slow(ra, n);
 }
 
 /* The fast paths of classification and of the thread cache, inline: no
@@ -49,14 +45,28 @@ EXPORT void *malloc(size_t n)
 	return malloc_classify_slow(n, CALLER);
 }
 
+/* glibc's free takes back what glibc's malloc handed out. What it does
+ * with a pointer it never handed out is its own affair: most are caught
+ * ("free(): invalid pointer") and abort, as they do without libmbuddy.
+ * Before any deep-bound load, no such pointer can be the program's, and
+ * mb_free reports it as libmbuddy always has. */
+__attribute__((noinline)) void mb_free_general(void *p, const char *func)
+{
+	if (mb_glibc_pointer(p)) {
+		mb_glibc.free(p);
+		return;
+	}
+	mb_free(p, func);
+}
+
 EXPORT void free(void *p)
 {
-	mb_free_inline(p, "free");
+	free_entry(p, "free");
 }
 
 EXPORT void cfree(void *p)
 {
-	mb_free(p, "cfree");
+	mb_free_general(p, "cfree");
 }
 
 /* C23's sized frees (glibc 2.43). The size is checked as far as the
@@ -71,29 +81,19 @@ static void check_size(void *p, size_t n, const char *func)
 
 EXPORT void free_sized(void *p, size_t n)
 {
-	if (p)
+	if (p && !mb_glibc_pointer(p))
 		check_size(p, n, "free_sized");
-	mb_free(p, "free_sized");
+	mb_free_general(p, "free_sized");
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size)
 {
-	int t = mb_classify(CALLER, nmemb * size);
-	return mb_sampled(mb_calloc(nmemb, size, T(t)), t, nmemb * size);
-}
-
-/* realloc for the caller that returns to ra. A block that stayed in place
- * keeps its own sample state. */
-static void *realloc_for(void *p, size_t n, void *ra, const char *func)
-{
-	int t = mb_classify(ra, n);
-	void *q = mb_realloc(p, n, T(t), func);
-	return q != p ? mb_sampled(q, t, n) : q;
+	return site_calloc(CALLER, nmemb, size);
 }
 
 EXPORT void *realloc(void *p, size_t n)
 {
-	return realloc_for(p, n, CALLER, "realloc");
+	return site_realloc(CALLER, p, n, "realloc");
 }
 
 /* Our own definitions, bound inside this library: the address of malloc
@@ -117,7 +117,7 @@ EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc_for(p, n, CALLER, "reallocarray");
+	return site_realloc(CALLER, p, n, "reallocarray");
 }
 
 static int power_of_two(size_t a)
@@ -138,8 +138,7 @@ static void *memalign_rounded(size_t align, size_t n, void *ra)
 			a <<= 1;
 		align = a;
 	}
-	int t = mb_classify(ra, n);
-	return mb_sampled(mb_memalign(align, n, T(t)), t, n);
+	return site_memalign(ra, align, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
@@ -160,12 +159,12 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
 
 EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
 {
-	if (p) {
+	if (p && !mb_glibc_pointer(p)) {
 		if (!power_of_two(align) || ((uintptr_t)p & (align - 1)))
 			mb_fatal_pointer("free_aligned_sized", "invalid alignment (the object is not so aligned)", p);
 		check_size(p, n, "free_aligned_sized");
 	}
-	mb_free(p, "free_aligned_sized");
+	mb_free_general(p, "free_aligned_sized");
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -173,8 +172,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 	if (align % sizeof(void *) != 0 || !power_of_two(align))
 		return EINVAL;
 	int saved = errno;
-	int t = mb_classify(CALLER, n);
-	void *p = mb_sampled(mb_memalign(align, n, T(t)), t, n);
+	void *p = site_memalign(CALLER, align, n);
 	if (!p) {
 		errno = saved;
 		return ENOMEM;
@@ -201,6 +199,8 @@ EXPORT void *pvalloc(size_t n)
 
 EXPORT size_t malloc_usable_size(void *p)
 {
+	if (mb_glibc_pointer(p))
+		return mb_glibc.usable_size(p);
 	return mb_usable_size(p, "malloc_usable_size");
 }
 
@@ -211,10 +211,10 @@ EXPORT int malloc_trim(size_t pad)
 }
 
 /* glibc's internal names, which some programs and libraries call. */
-EXPORT void *__libc_malloc(size_t n) { int t = mb_classify(CALLER, n); return mb_sampled(mb_malloc(n, T(t)), t, n); }
-EXPORT void __libc_free(void *p) { mb_free(p, "free"); }
-EXPORT void *__libc_calloc(size_t a, size_t b) { int t = mb_classify(CALLER, a * b); return mb_sampled(mb_calloc(a, b, T(t)), t, a * b); }
-EXPORT void *__libc_realloc(void *p, size_t n) { return realloc_for(p, n, CALLER, "realloc"); }
+EXPORT void *__libc_malloc(size_t n) { return site_malloc(CALLER, n); }
+EXPORT void __libc_free(void *p) { mb_free_general(p, "free"); }
+EXPORT void *__libc_calloc(size_t a, size_t b) { return site_calloc(CALLER, a, b); }
+EXPORT void *__libc_realloc(void *p, size_t n) { return site_realloc(CALLER, p, n, "realloc"); }
 EXPORT void *__libc_memalign(size_t a, size_t n) { return memalign_rounded(a, n, CALLER); }
 EXPORT void *__libc_valloc(size_t n) { return memalign_rounded((size_t)sysconf(_SC_PAGESIZE), n, CALLER); }
 EXPORT void *__libc_pvalloc(size_t n) { return pvalloc(n); }

@@ -2,8 +2,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
+#include "exports.h"
 #include "fragmentation.h"
 #include "heap.h"
 #include "init.h"
@@ -12,15 +14,10 @@
 #include "stats.h"
 #include "stats_fields.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
-EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
+/* The whole snapshot in this library's layout. */
+static int stats_fill(struct mbuddy_stats *st)
 {
 	struct mb_snapshot s;
-	if (!st) {
-		errno = EINVAL;
-		return -1;
-	}
 	if (mb_process_init() != 0)
 		return -1;
 	mb_stats_snapshot(&s);
@@ -51,6 +48,66 @@ EXPORT int mbuddy_stats_get(struct mbuddy_stats *st)
 			index[o] = mb_stats_indices[i].value(nr, s.max_order, o);
 	}
 	return 0;
+}
+
+/* Where each field of struct mbuddy_stats ends, in order: a caller's
+ * size is cut down to whole fields. A field added to the structure must
+ * be added here (the assertion below checks the last one). */
+#define END(f) (offsetof(struct mbuddy_stats, f) + sizeof(((struct mbuddy_stats *)0)->f))
+static const size_t field_end[] = {
+	END(max_order), END(pageblock_bytes), END(reserved_bytes), END(resident_bytes),
+	END(buddy_allocated_bytes), END(live_bytes), END(released_bytes),
+	END(global_free_pageblocks), END(global_resident_pageblocks), END(global_steals),
+	END(global_refills), END(mallocs), END(frees), END(types), END(unusable_free_space),
+	END(fragmentation_index), END(peak_resident_bytes), END(peak_live_bytes), END(served),
+};
+_Static_assert(sizeof(struct mbuddy_stats) - END(served) < _Alignof(struct mbuddy_stats),
+	       "the last field of struct mbuddy_stats is not the last of field_end[]");
+
+/* The structure of the first release, which programs built with it pass
+ * to mbuddy_stats_get: everything before peak_resident_bytes. */
+#define STATS_V0_SIZE offsetof(struct mbuddy_stats, peak_resident_bytes)
+
+/* The bytes of the whole fields that fit in size. */
+static size_t whole_fields(size_t size)
+{
+	if (size >= sizeof(struct mbuddy_stats))
+		return sizeof(struct mbuddy_stats);
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof field_end / sizeof field_end[0] && field_end[i] <= size; i++)
+		n = field_end[i];
+	return n;
+}
+
+static int stats_read(struct mbuddy_stats *st, size_t size)
+{
+	struct mbuddy_stats all;
+	if (!st) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (stats_fill(&all) != 0)
+		return -1;
+	size_t n = whole_fields(size);
+	memcpy(st, &all, n);
+	/* A program built with a newer header: the fields this library does
+	 * not have read as zero, and the result tells where they start. */
+	if (size > sizeof all)
+		memset((char *)st + n, 0, size - n);
+	return (int)n;
+}
+
+EXPORT int mbuddy_stats_read(struct mbuddy_stats *st, size_t size)
+{
+	return stats_read(st, size);
+}
+
+/* The symbol that programs built before mbuddy_stats_read call, with the
+ * structure of that time; mbuddy.h maps a new program's calls of this
+ * name onto mbuddy_stats_read with its own size. */
+EXPORT int(mbuddy_stats_get)(struct mbuddy_stats *st)
+{
+	return stats_read(st, STATS_V0_SIZE) < 0 ? -1 : 0;
 }
 
 EXPORT int mbuddy_stats_print(int fd, int format)

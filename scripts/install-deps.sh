@@ -5,7 +5,7 @@
 set -e
 pkgs="build-essential autoconf automake libtool pkg-config libunwind-dev
       clang libclang-rt-14-dev python3 python3-matplotlib perl git sqlite3 g++
-      groff-base man-db libpython3.11-testsuite strace"
+      groff-base man-db libpython3.11-testsuite strace php8.2-cli"
 [ "$1" = "--bench" ] && pkgs="$pkgs libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 hyperfine time
       redis-server redis-tools linux-source-6.1 jq xz-utils googletest binutils libc6-dev"
 

@@ -67,6 +67,25 @@ check_LTLIBRARIES += tests/preload/dlopen_lib.la
 tests_preload_dlopen_lib_la_SOURCES = tests/preload/dlopen_lib.c
 tests_preload_dlopen_lib_la_LDFLAGS = -module -rpath /nowhere -avoid-version
 
+# Libraries loaded with dlopen(RTLD_DEEPBIND), as Debian's php loads its
+# extensions, and memory crossing between them and the program. The program
+# finds them through its RUNPATH (new dtags: its own, not inherited) and
+# $ORIGIN; deepbind.test runs it under glibc alone and under libmbuddy.
+check_PROGRAMS += tests/preload/deepbind
+tests_preload_deepbind_SOURCES = tests/preload/deepbind.c tests/preload/ptest.h
+tests_preload_deepbind_CFLAGS = $(preload_cflags)
+tests_preload_deepbind_LDADD = $(preload_ldadd)
+tests_preload_deepbind_LDFLAGS = -Wl,--enable-new-dtags,-rpath,'$$ORIGIN/.libs'
+check_LTLIBRARIES += tests/preload/deep_lib.la tests/preload/deep_lib_cxx.la
+tests_preload_deep_lib_la_SOURCES = tests/preload/deep_lib.c
+tests_preload_deep_lib_la_CFLAGS = $(AM_CFLAGS) -fno-builtin
+tests_preload_deep_lib_la_LDFLAGS = -module -rpath /nowhere -avoid-version
+tests_preload_deep_lib_cxx_la_SOURCES = tests/preload/deep_lib_cxx.cc
+tests_preload_deep_lib_cxx_la_CXXFLAGS = -std=gnu++17 -Wall -Wextra -fno-builtin
+tests_preload_deep_lib_cxx_la_LDFLAGS = -module -rpath /nowhere -avoid-version
+TESTS += tests/preload/deepbind.test
+EXTRA_DIST += tests/preload/deepbind.test
+
 # Runs with MBUDDY_HEAP_SIZE=64M from tests/preload/exhaustion.env.
 tests_preload_exhaustion_SOURCES = tests/preload/exhaustion.c tests/preload/ptest.h
 tests_preload_exhaustion_CFLAGS = $(preload_cflags)

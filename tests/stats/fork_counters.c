@@ -1,6 +1,6 @@
 /* Run under LD_PRELOAD by fork-counters.test. The parent keeps 5000 small
  * objects, reaches a peak of 64 MiB live and falls back, then forks; the
- * child allocates 1000 objects. Through mbuddy_stats_get(): the parent's
+ * child allocates 1000 objects. Through mbuddy_stats_read(): the parent's
  * peak is at least 64 MiB while its live bytes are far below; the child's
  * counters start at the fork (fewer than 5000 mallocs, at least 1000 after
  * its own) and its peak restarts from what it inherited. Both exit
@@ -18,13 +18,13 @@
 
 #define MIB (1u << 20)
 
-static int (*stats_get)(struct mbuddy_stats *);
+static int (*stats_read)(struct mbuddy_stats *, size_t);
 
 static struct mbuddy_stats get(void)
 {
 	struct mbuddy_stats st;
-	if (stats_get(&st) != 0) {
-		fprintf(stderr, "mbuddy_stats_get failed\n");
+	if (stats_read(&st, sizeof st) != (int)sizeof st) {
+		fprintf(stderr, "mbuddy_stats_read failed\n");
 		exit(1);
 	}
 	return st;
@@ -39,9 +39,12 @@ static int check(int ok, const char *who, const char *what, unsigned long long v
 
 int main(void)
 {
-	stats_get = (int (*)(struct mbuddy_stats *))dlsym(RTLD_DEFAULT, "mbuddy_stats_get");
-	if (!stats_get) {
-		fprintf(stderr, "mbuddy_stats_get is not there: not run under LD_PRELOAD=libmbuddy.so?\n");
+	/* What mbuddy_stats_get(&st) of mbuddy.h calls: the exported
+	 * mbuddy_stats_get has the first release's structure, without the
+	 * peaks and served. */
+	stats_read = (int (*)(struct mbuddy_stats *, size_t))dlsym(RTLD_DEFAULT, "mbuddy_stats_read");
+	if (!stats_read) {
+		fprintf(stderr, "mbuddy_stats_read is not there: not run under LD_PRELOAD=libmbuddy.so?\n");
 		return 1;
 	}
 	static void *keep[5000], *big[64];

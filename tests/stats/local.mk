@@ -32,6 +32,15 @@ EXTRA_DIST += tests/stats/env-values.test tests/stats/signal-exit.test tests/sta
 TESTS += tests/stats/heap-doc.test
 EXTRA_DIST += tests/stats/heap-doc.test
 
+# struct mbuddy_stats across versions: a caller with the first release's
+# structure through the exported mbuddy_stats_get, and this header's
+# callers (mbuddy_stats_read with their size). Linked with -lmbuddy.
+check_PROGRAMS += tests/stats/stats_abi
+tests_stats_stats_abi_SOURCES = tests/stats/stats_abi.c
+tests_stats_stats_abi_CFLAGS = $(AM_CFLAGS) -fno-builtin
+tests_stats_stats_abi_LDADD = libmbuddy.la -ldl
+TESTS += tests/stats/stats_abi
+
 # mbuddy_stats_get() against the JSON report of the same moment.
 check_PROGRAMS += tests/stats/stats_api_values
 tests_stats_stats_api_values_SOURCES = tests/stats/stats_api_values.c
@@ -49,3 +58,17 @@ tests_stats_own_malloc_SOURCES = tests/stats/own_malloc.c
 tests_stats_own_malloc_CFLAGS = $(AM_CFLAGS) -fno-builtin
 TESTS += tests/stats/fork-counters.test tests/stats/not-served.test
 EXTRA_DIST += tests/stats/fork-counters.test tests/stats/not-served.test
+
+# Executables that are not position-independent: one that takes the
+# addresses of malloc and free (canonical PLT entries, which dlsym finds
+# before libmbuddy's definitions) and is served, and own_malloc linked the
+# same way, whose definitions still win. gcc's cc1 is the real case.
+check_PROGRAMS += tests/stats/nopie_free tests/stats/own_malloc_nopie
+tests_stats_nopie_free_SOURCES = tests/stats/nopie_free.c
+tests_stats_nopie_free_CFLAGS = $(AM_CFLAGS) -fno-pie -fno-builtin
+tests_stats_nopie_free_LDFLAGS = -Wc,-no-pie
+tests_stats_own_malloc_nopie_SOURCES = tests/stats/own_malloc.c
+tests_stats_own_malloc_nopie_CFLAGS = $(AM_CFLAGS) -fno-pie -fno-builtin
+tests_stats_own_malloc_nopie_LDFLAGS = -Wc,-no-pie
+TESTS += tests/stats/nopie-served.test tests/stats/gcc-served.test
+EXTRA_DIST += tests/stats/nopie-served.test tests/stats/gcc-served.test

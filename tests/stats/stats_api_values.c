@@ -1,5 +1,5 @@
 /* Run under LD_PRELOAD by stats-api.test: a few allocations, then the
- * statistics twice with nothing in between, through mbuddy_stats_get()
+ * statistics twice with nothing in between, through mbuddy_stats_read()
  * and as a JSON report written to argv[1]. Prints the fields of struct
  * mbuddy_stats as "name value" lines for the test to compare. The API is
  * found with dlsym, in the preloaded library. */
@@ -19,9 +19,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	void *(*typed_malloc)(size_t, int) = (void *(*)(size_t, int))dlsym(RTLD_DEFAULT, "mbuddy_malloc");
-	int (*stats_get)(struct mbuddy_stats *) = (int (*)(struct mbuddy_stats *))dlsym(RTLD_DEFAULT, "mbuddy_stats_get");
+	/* What mbuddy_stats_get(&st) of mbuddy.h calls: the exported
+	 * mbuddy_stats_get has the first release's structure. */
+	int (*stats_read)(struct mbuddy_stats *, size_t) =
+		(int (*)(struct mbuddy_stats *, size_t))dlsym(RTLD_DEFAULT, "mbuddy_stats_read");
 	int (*stats_print)(int, int) = (int (*)(int, int))dlsym(RTLD_DEFAULT, "mbuddy_stats_print");
-	if (!typed_malloc || !stats_get || !stats_print) {
+	if (!typed_malloc || !stats_read || !stats_print) {
 		fprintf(stderr, "the mbuddy_* functions are not there: not run under LD_PRELOAD=libmbuddy.so?\n");
 		return 1;
 	}
@@ -37,7 +40,7 @@ int main(int argc, char **argv)
 		return 2;
 
 	struct mbuddy_stats st;
-	if (stats_get(&st) != 0 || stats_print(fd, MBUDDY_STATS_JSON) != 0)
+	if (stats_read(&st, sizeof st) != (int)sizeof st || stats_print(fd, MBUDDY_STATS_JSON) != 0)
 		return 1;
 	close(fd);
 

@@ -1,0 +1,85 @@
+/* The patterns of the entry points of preload/, each in one place.
+ *
+ * Allocating: classify the call site, allocate with the slab key it gave,
+ * and tell classification about the object when it picked it as a sample.
+ * Inline, so an entry point that uses them has no frame of theirs, and
+ * `ra`, the caller's return address (CALLER), must be taken by the
+ * exported function itself. malloc and operator new keep their own inline
+ * fast paths (mb_classify_fast, then the thread cache) and come here only
+ * when the site needs the classifier's slow path.
+ *
+ * Freeing: the thread cache inline, then one tail call to the general
+ * path, which hands glibc back what glibc's malloc allocated for a
+ * deep-bound object (deepbind.h). */
+#ifndef MB_ENTRY_H
+#define MB_ENTRY_H
+
+#include <stddef.h>
+
+#include "alloc.h"
+#include "classify.h"
+#include "deepbind.h"
+#include "exports.h"
+#include "tcache.h"
+#include "thread.h"
+
+/* malloc with the classification t (from mb_classify or
+ * mb_classify_site_slow). */
+static inline void *malloc_as(int t, size_t n)
+{
+	return mb_sampled(mb_malloc(n, T(t)), t, n);
+}
+
+static inline void *site_malloc(void *ra, size_t n)
+{
+	return malloc_as(mb_classify(ra, n), n);
+}
+
+/* For a caller whose mb_classify_fast() already said no: the countdown
+ * is counted, so only the slow path runs. */
+static inline void *site_malloc_slow(void *ra, size_t n)
+{
+	return malloc_as(mb_classify_site_slow(ra, n), n);
+}
+
+/* The product may overflow: mb_calloc fails then, and the classifier
+ * only takes the size as a hint. */
+static inline void *site_calloc(void *ra, size_t nmemb, size_t size)
+{
+	int t = mb_classify(ra, nmemb * size);
+	return mb_sampled(mb_calloc(nmemb, size, T(t)), t, nmemb * size);
+}
+
+/* align: a power of two. */
+static inline void *site_memalign(void *ra, size_t align, size_t n)
+{
+	int t = mb_classify(ra, n);
+	return mb_sampled(mb_memalign(align, n, T(t)), t, n);
+}
+
+/* A block that stayed in place keeps its own sample state. One that
+ * glibc's malloc allocated stays glibc's: glibc's realloc moves it or
+ * frees it (a size of 0) as it would have. */
+static inline void *site_realloc(void *ra, void *p, size_t n, const char *func)
+{
+	if (mb_glibc_pointer(p))
+		return mb_glibc.realloc(p, n);
+	int t = mb_classify(ra, n);
+	void *q = mb_realloc(p, n, T(t), func);
+	return q != p ? mb_sampled(q, t, n) : q;
+}
+
+/* Every free that the thread cache does not take: NULL, glibc's
+ * pointers, and everything mb_free checks (malloc_api.c). */
+void mb_free_general(void *p, const char *func);
+
+/* mb_free_inline's fast path: the object into the thread's cache, or a
+ * tail call. */
+static inline void free_entry(void *p, const char *func)
+{
+	if (mb_likely(mb_tcache_push(mb_self.fast, p)))
+		return;
+	mb_free_general(p, func);
+}
+
+#endif
