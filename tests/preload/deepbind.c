@@ -21,7 +21,7 @@ typedef void (*free_fn)(void *);
 static void *sym(void *h, const char *name)
 {
 	void *f = dlsym(h, name);
-	REQUIRE(f != NULL, "dlsym(%s): %s", name, dlerror());
+	PT_REQUIRE(f != NULL, "dlsym(%s): %s", name, dlerror());
 	return f;
 }
 
@@ -51,8 +51,8 @@ static void c_library(int mode)
 {
 	dlerror(); /* pt_init's lookups may have failed */
 	void *h = dlopen("deep_lib.so", mode | RTLD_DEEPBIND);
-	REQUIRE(h != NULL, "dlopen(deep_lib.so) by the program's RUNPATH: %s", dlerror());
-	CHECK(dlerror() == NULL, "dlerror() after a successful dlopen is not NULL");
+	PT_REQUIRE(h != NULL, "dlopen(deep_lib.so) by the program's RUNPATH: %s", dlerror());
+	PT_CHECK(dlerror() == NULL, "dlerror() after a successful dlopen is not NULL");
 	char *(*ctor_string)(void) = (char *(*)(void))sym(h, "deep_ctor_string");
 	char *(*ctor_big)(void) = (char *(*)(void))sym(h, "deep_ctor_big");
 	alloc_fn lib_malloc = (alloc_fn)sym(h, "deep_malloc");
@@ -69,7 +69,7 @@ static void c_library(int mode)
 	for (int i = 0; i < 1000; i++) {
 		size_t n = (size_t)(i % 64 + 1) * 24 + (i % 100 == 0 ? 100000 : 0);
 		char *p = malloc(n);
-		REQUIRE(p != NULL, "malloc(%zu)", n);
+		PT_REQUIRE(p != NULL, "malloc(%zu)", n);
 		fill(p, n, i & 0xff);
 		lib_free(pt_hide(p));
 	}
@@ -78,62 +78,62 @@ static void c_library(int mode)
 	for (int i = 0; i < 1000; i++) {
 		size_t n = (size_t)(i % 64 + 1) * 24;
 		char *p = i % 2 ? lib_malloc(n) : lib_calloc(1, n);
-		REQUIRE(p != NULL, "the library's allocation of %zu", n);
-		CHECK(i % 2 || filled(p, n, 0), "the library's calloc is not zeroed");
-		CHECK(ours(p), "the library's malloc is not libmbuddy's after dlopen");
+		PT_REQUIRE(p != NULL, "the library's allocation of %zu", n);
+		PT_CHECK(i % 2 || filled(p, n, 0), "the library's calloc is not zeroed");
+		PT_CHECK(ours(p), "the library's malloc is not libmbuddy's after dlopen");
 		fill(p, n, 1);
 		free(p);
 	}
 	/* What the constructor allocated, before anyone could rebind: glibc's. */
 	char *s = ctor_string();
-	REQUIRE(s != NULL, "no string from the constructor");
-	CHECK(strcmp(s, "allocated in the constructor") == 0, "the constructor's string: %s", s);
-	CHECK(malloc_usable_size(s) >= 29, "malloc_usable_size of the constructor's string");
+	PT_REQUIRE(s != NULL, "no string from the constructor");
+	PT_CHECK(strcmp(s, "allocated in the constructor") == 0, "the constructor's string: %s", s);
+	PT_CHECK(malloc_usable_size(s) >= 29, "malloc_usable_size of the constructor's string");
 	free(s);
 	char *big = ctor_big();
-	REQUIRE(big != NULL, "no block from the constructor");
+	PT_REQUIRE(big != NULL, "no block from the constructor");
 	big = realloc(big, 3 << 20);
-	REQUIRE(big != NULL, "realloc of the constructor's block");
-	CHECK(filled(big, 1 << 20, 0x5a), "realloc of the constructor's block lost its contents");
-	CHECK(malloc_usable_size(big) >= 3u << 20, "malloc_usable_size of the constructor's block");
+	PT_REQUIRE(big != NULL, "realloc of the constructor's block");
+	PT_CHECK(filled(big, 1 << 20, 0x5a), "realloc of the constructor's block lost its contents");
+	PT_CHECK(malloc_usable_size(big) >= 3u << 20, "malloc_usable_size of the constructor's block");
 	free(big);
 
 	/* realloc across the boundary, both ways. */
 	char *r = malloc(40);
-	REQUIRE(r != NULL, "malloc(40)");
+	PT_REQUIRE(r != NULL, "malloc(40)");
 	fill(r, 40, 7);
 	r = lib_realloc(r, 50000);
-	REQUIRE(r != NULL && filled(r, 40, 7), "the library's realloc of the program's block");
+	PT_REQUIRE(r != NULL && filled(r, 40, 7), "the library's realloc of the program's block");
 	r = realloc(r, 10);
-	REQUIRE(r != NULL && filled(r, 10, 7), "the program's realloc of that block");
+	PT_REQUIRE(r != NULL && filled(r, 10, 7), "the program's realloc of that block");
 	r = lib_realloc(r, 0); /* glibc's realloc(p, 0) frees */
 	char *t = lib_malloc(30);
-	REQUIRE(t != NULL, "the library's malloc(30)");
+	PT_REQUIRE(t != NULL, "the library's malloc(30)");
 	fill(t, 30, 9);
 	t = realloc(t, 100000);
-	REQUIRE(t != NULL && filled(t, 30, 9), "the program's realloc of the library's block");
+	PT_REQUIRE(t != NULL && filled(t, 30, 9), "the program's realloc of the library's block");
 	lib_free(t);
 
 	void *u = malloc(100);
-	CHECK(lib_usable(u) >= 100, "the library's malloc_usable_size of the program's block");
+	PT_CHECK(lib_usable(u) >= 100, "the library's malloc_usable_size of the program's block");
 	free(u);
 	char *d = lib_strdup("copied by libc for the library");
-	CHECK(d && strcmp(d, "copied by libc for the library") == 0, "strdup");
+	PT_CHECK(d && strcmp(d, "copied by libc for the library") == 0, "strdup");
 	lib_free(d);
 	void *a = lib_aligned(4096, 5000);
-	CHECK(a && ((uintptr_t)a & 4095) == 0, "the library's posix_memalign");
+	PT_CHECK(a && ((uintptr_t)a & 4095) == 0, "the library's posix_memalign");
 	free(a);
 	/* The library's pointers to malloc and free. */
-	CHECK(lib_malloc_address() == dlsym(RTLD_DEFAULT, "malloc"), "the library's &malloc is not the program's");
+	PT_CHECK(lib_malloc_address() == dlsym(RTLD_DEFAULT, "malloc"), "the library's &malloc is not the program's");
 	void *p1 = malloc(70), *p2 = malloc(7000);
 	lib_free_pointers(p1, p2);
-	CHECK(dlclose(h) == 0, "dlclose(deep_lib.so): %s", dlerror());
+	PT_CHECK(dlclose(h) == 0, "dlclose(deep_lib.so): %s", dlerror());
 }
 
 static void cxx_library(int mode)
 {
 	void *h = dlopen("$ORIGIN/.libs/deep_lib_cxx.so", mode | RTLD_DEEPBIND);
-	REQUIRE(h != NULL, "dlopen($ORIGIN/.libs/deep_lib_cxx.so): %s", dlerror());
+	PT_REQUIRE(h != NULL, "dlopen($ORIGIN/.libs/deep_lib_cxx.so): %s", dlerror());
 	size_t (*release)(void) = (size_t(*)(void))sym(h, "deep_cxx_release");
 	alloc_fn lib_new = (alloc_fn)sym(h, "deep_cxx_new");
 	free_fn lib_delete = (free_fn)sym(h, "deep_cxx_delete");
@@ -148,8 +148,8 @@ static void cxx_library(int mode)
 	for (int i = 0; i < 500; i++) {
 		size_t n = (size_t)(i % 50 + 1) * 16;
 		void *p = lib_new(n);
-		REQUIRE(p != NULL, "the library's operator new(%zu)", n);
-		CHECK(ours(p), "the library's operator new is not libmbuddy's after dlopen");
+		PT_REQUIRE(p != NULL, "the library's operator new(%zu)", n);
+		PT_CHECK(ours(p), "the library's operator new is not libmbuddy's after dlopen");
 		fill(p, n, 3);
 		if (op_delete)
 			op_delete(p);
@@ -162,11 +162,11 @@ static void cxx_library(int mode)
 		}
 	}
 	void *al = lib_new_aligned(1000);
-	CHECK(al && ((uintptr_t)al & 255) == 0, "the library's aligned operator new");
+	PT_CHECK(al && ((uintptr_t)al & 255) == 0, "the library's aligned operator new");
 	lib_delete_aligned(al);
-	CHECK(strings(5000) > 5000 * 20, "strings in the library");
-	CHECK(release() == 200, "the constructor's string");
-	CHECK(dlclose(h) == 0, "dlclose(deep_lib_cxx.so): %s", dlerror());
+	PT_CHECK(strings(5000) > 5000 * 20, "strings in the library");
+	PT_CHECK(release() == 200, "the constructor's string");
+	PT_CHECK(dlclose(h) == 0, "dlclose(deep_lib_cxx.so): %s", dlerror());
 }
 
 int main(int argc, char **argv)
@@ -178,17 +178,17 @@ int main(int argc, char **argv)
 	/* Without RTLD_DEEPBIND: glibc's dlopen, seeing this program as its
 	 * caller, finds the library through the program's RUNPATH. */
 	void *plain = dlopen("dlopen_lib.so", RTLD_NOW);
-	REQUIRE(plain != NULL, "dlopen(dlopen_lib.so) by the program's RUNPATH: %s", dlerror());
-	CHECK(dlclose(plain) == 0, "dlclose(dlopen_lib.so): %s", dlerror());
+	PT_REQUIRE(plain != NULL, "dlopen(dlopen_lib.so) by the program's RUNPATH: %s", dlerror());
+	PT_CHECK(dlclose(plain) == 0, "dlclose(dlopen_lib.so): %s", dlerror());
 
 	c_library(mode);
 	cxx_library(mode);
 	c_library(mode); /* loaded a second time, rebound again */
 
 	/* A deep-bound dlopen that fails says why. */
-	CHECK(dlopen("deep_lib-does-not-exist.so", RTLD_NOW | RTLD_DEEPBIND) == NULL, "dlopen of a missing library");
+	PT_CHECK(dlopen("deep_lib-does-not-exist.so", RTLD_NOW | RTLD_DEEPBIND) == NULL, "dlopen of a missing library");
 	const char *err = dlerror();
-	CHECK(err && strstr(err, "deep_lib-does-not-exist.so"), "dlerror() after a failed deep-bound dlopen: %s",
+	PT_CHECK(err && strstr(err, "deep_lib-does-not-exist.so"), "dlerror() after a failed deep-bound dlopen: %s",
 	      err ? err : "(null)");
 	if (pt_failures)
 		return 1;
