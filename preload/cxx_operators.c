@@ -54,12 +54,7 @@ static inline void *op_new(size_t n, void *ra)
 {
 	int key;
 	if (__builtin_expect(mb_classify_fast(ra, &key), 1)) {
-		struct mb_tcache *tc = mb_self.fast;
-		unsigned c;
-		struct mb_tbin *bin = mb_tcache_ready_bin(tc, n, key, &c);
-		if (__builtin_expect(bin != NULL, 1))
-			return mb_alloc_pop(tc, bin, key, c);
-		void *p = mb_malloc(n, key);
+		void *p = mb_malloc_inline(n, key);
 		return __builtin_expect(p != NULL, 1) ? p : new_failed(n, 0, ra, 0);
 	}
 	return op_new_slow(n, ra);

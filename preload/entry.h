@@ -5,10 +5,10 @@
  * Inline, so an entry point that uses them has no frame of theirs, and
  * `ra`, the caller's return address (CALLER), must be taken by the
  * exported function itself. malloc and operator new keep their own inline
- * fast paths (mb_classify_fast, then the thread cache) and come here only
+ * fast paths (mb_classify_fast, then the thread heap) and come here only
  * when the site needs the classifier's slow path.
  *
- * Freeing: the thread cache inline, then one tail call to the general
+ * Freeing: the thread heap inline, then one tail call to the general
  * path, which hands glibc back what glibc's malloc allocated for a
  * deep-bound object (deepbind.h). */
 #ifndef MB_ENTRY_H
@@ -20,7 +20,7 @@
 #include "classify.h"
 #include "deepbind.h"
 #include "exports.h"
-#include "tcache.h"
+#include "theap.h"
 #include "thread.h"
 
 /* malloc with the classification t (from mb_classify or
@@ -69,16 +69,20 @@ static inline void *site_realloc(void *ra, void *p, size_t n, const char *func)
 	return q != p ? mb_sampled(q, t, n) : q;
 }
 
-/* Every free that the thread cache does not take: NULL, glibc's
+/* Every free that the fast path does not take: NULL, glibc's
  * pointers, and everything mb_free checks (malloc_api.c). */
 void mb_free_general(void *p, const char *func);
 
-/* mb_free_inline's fast path: the object into the thread's cache, or a
- * tail call. */
+/* mb_free_inline's fast path: the object back into a slab the thread
+ * owns, or a tail call. */
 static inline void free_entry(void *p, const char *func)
 {
-	if (mb_likely(mb_tcache_push(mb_self.fast, p)))
+	struct mb_slab *s;
+	int r = mb_theap_push(mb_self.fast, p, &s);
+	if (mb_likely(r == 1))
 		return;
+	if (r == 2)
+		return mb_free_settle(s);
 	mb_free_general(p, func);
 }
 

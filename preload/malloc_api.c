@@ -18,7 +18,7 @@
 #include "mbuddy.h"
 #include "modules.h"
 #include "report.h"
-#include "tcache.h"
+#include "theap.h"
 
 /* Set up before the program's own constructors where possible, so our fork
  * handlers are registered early (prepare handlers run last-registered

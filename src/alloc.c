@@ -15,42 +15,36 @@
 #include "report.h"
 #include "runcache.h"
 #include "slab.h"
-#include "tcache.h"
+#include "theap.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Slow work is reached by tail calls, so the fast paths need no saved
- * registers and no stack frame. */
-__attribute__((noinline)) void *mb_tick_then(struct mb_tcache *tc, void *p)
-{
-	mb_tcache_tick(tc);
-	mb_deferred_poll();
-	return p;
-}
-
-/* The heap is full: the free objects this thread's cache and the transfer
- * caches hold may be all that keeps some slabs, and so their pages, from
- * going back to the buddy, and free memory may be out of reach while the
- * kernel takes it back. Gives them back and waits for the release; returns
- * 1 if there was either (a retry may succeed). */
+/* The heap is full: what this thread holds and nothing uses (cached runs,
+ * current slabs left entirely free) and the abandoned slabs that became
+ * entirely free may be all that keeps pages from the buddy, and free
+ * memory may be out of reach while the kernel takes it back. Gives them
+ * back and waits for the release; returns 1 if there was any (a retry may
+ * succeed). */
 static int give_back_cache(void)
 {
-	struct mb_tcache *tc = mb_self.tc;
-	size_t n = tc ? mb_tcache_flush_all(tc, 1) : 0;
-	n += mb_slab_drain();
-	return mb_purge_settle() | (n != 0);
+	struct mb_theap *h = mb_self.heap;
+	int any = h ? mb_theap_give_back(h) : 0;
+	any |= mb_orphan_give_back();
+	unsigned failed;
+	mb_slab_purge_abandoned(0, &failed);
+	return mb_purge_settle() | any;
 }
 
-/* A page-granular allocation, retried once after the thread's cache was
+/* A page-granular allocation, retried once after the thread's caches were
  * given back. errno is ENOMEM only if the retry fails too. */
 static void *large_alloc(size_t n, size_t align, int key, int zero)
 {
-	struct mb_tcache *tc = mb_self.tc;
-	if (n <= MB_RUN_MAX && align <= MB_PAGE_SIZE && tc) {
-		void *p = mb_runcache_get(tc, n, key);
+	struct mb_theap *h = mb_self.heap;
+	if (n <= MB_RUN_MAX && align <= MB_PAGE_SIZE && h) {
+		void *p = mb_runcache_get(h, n, key);
 		if (p) {
 			if (zero)
 				memset(p, 0, ((n + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1)));
@@ -64,52 +58,56 @@ static void *large_alloc(size_t n, size_t align, int key, int zero)
 		if (p)
 			errno = saved;
 	}
+	mb_purge_maybe();
 	return p;
 }
 
+/* A small object from h's slabs, or with no heap from the orphan heap;
+ * retried once after the caches were given back. */
+static void *small_from(struct mb_theap *h, size_t n, int key, unsigned c)
+{
+	void *p = h ? mb_theap_alloc_slow(h, key, c, n) : mb_orphan_alloc(key, c, n);
+	if (mb_unlikely(p == NULL)) {
+		if (give_back_cache())
+			p = h ? mb_theap_alloc_slow(h, key, c, n) : mb_orphan_alloc(key, c, n);
+		if (p == NULL)
+			errno = ENOMEM;
+	}
+	mb_deferred_poll();
+	mb_purge_maybe();
+	return p;
+}
+
+__attribute__((noinline)) void *mb_malloc_small_slow(struct mb_theap *h, size_t n, int key, unsigned c)
+{
+	return small_from(h, n, key, c);
+}
+
 /* The size class tables exist once the heap is initialised, which a thread
- * cache implies; the slow path (re)computes the class after initialising. */
+ * heap implies; the slow path (re)computes the class after initialising. */
 static __attribute__((noinline)) void *small_slow(size_t n, int key)
 {
 	if (mb_process_init() != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	mb_deferred_poll();
-	unsigned c = mb_size_class(n);
-	struct mb_tcache *tc = mb_self.tc;
-	if (!tc)
-		tc = mb_thread_init();
-	if (tc) {
-		mb_tcache_maybe_flush_all(tc);
-		struct mb_tbin *bin = &tc->bin[key][c];
-		if (bin->n || mb_tcache_refill(tc, key, c))
-			return mb_alloc_pop(tc, bin, key, c);
-		if (give_back_cache() && mb_tcache_refill(tc, key, c))
-			return mb_alloc_pop(tc, bin, key, c);
-		errno = ENOMEM;
-		return NULL;
-	}
-	/* No cache in this thread right now: one object straight from a slab. */
-	struct mb_tentry e;
-	if (!mb_slab_take(key, c, &e, 1)) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	*e.st = MB_OBJ_ALLOCATED;
-	mb_counts_add(mb_heap.counts.mallocs[key], 1);
-	mb_counts_add(mb_heap.counts.alloc_bytes, mb_classes[c].size);
-	return e.p;
+	struct mb_theap *h = mb_self.heap;
+	if (!h)
+		h = mb_thread_init();
+	return small_from(h, n, key, mb_size_class(n));
 }
 
 /* n must be a size of class c's range, or c's own size (aligned requests). */
 static inline void *malloc_small(size_t n, int key)
 {
-	struct mb_tcache *tc = mb_self.tc;
-	unsigned c;
-	struct mb_tbin *bin = mb_tcache_ready_bin(tc, n, key, &c);
-	if (mb_likely(bin != NULL))
-		return mb_alloc_pop(tc, bin, key, c);
+	struct mb_theap *h = mb_self.heap;
+	if (mb_likely(h != NULL)) {
+		unsigned c = mb_size_class(n);
+		void *p = mb_theap_pop(h, key, c, n);
+		if (mb_likely(p != NULL))
+			return p;
+		return small_from(h, n, key, c);
+	}
 	return small_slow(n, key);
 }
 
@@ -163,32 +161,6 @@ static inline void *raw_memalign(size_t align, size_t n, int key)
 
 /* ---- free ---- */
 
-static __attribute__((noinline)) void small_free_slow(struct mb_slab *s, uint32_t i, uint8_t *st)
-{
-	struct mb_tcache *tc = mb_self.tc;
-	if (!tc)
-		tc = mb_thread_init();
-	if (tc) {
-		mb_tcache_maybe_flush_all(tc);
-		struct mb_tbin *bin = &tc->bin[s->key][s->sclass];
-		if (mb_tcache_row(tc, s->key) != 0)
-			goto direct;
-		if (bin->n == bin->cap)
-			mb_tcache_flush(tc, s->key, s->sclass, bin->cap / 2);
-		tc->counts.frees++;
-		tc->counts.freed_bytes += s->size;
-		bin->e[bin->n].p = (void *)(s->start + (uintptr_t)i * s->size);
-		bin->e[bin->n].st = st;
-		bin->n++;
-		return;
-	}
-direct:
-	mb_counts_add(mb_heap.counts.frees, 1);
-	mb_counts_add(mb_heap.counts.freed_bytes, s->size);
-	struct mb_tentry e = { (void *)(s->start + (uintptr_t)i * s->size), st };
-	mb_slab_give(s->key, s->sclass, &e, 1, 1);
-}
-
 /* The page record of p if p lies in the heap, else NULL. */
 static inline struct mb_page *page_of(const void *p)
 {
@@ -209,12 +181,14 @@ static struct mb_page *live_or_die(const void *p, const char *func, int freeing,
 	if (mb_unlikely(m == NULL))
 		mb_fatal_pointer(func, "invalid pointer (not allocated by libmbuddy)", p);
 	if (mb_likely(m->kind == MB_KIND_SLAB)) {
-		struct mb_slab *s = mb_slab_of(m, p, ip);
-		if (mb_unlikely(s == NULL))
+		struct mb_slab *s = mb_slab_of_page(m);
+		long i = mb_slab_index(s, p);
+		if (mb_unlikely(i < 0))
 			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
-		if (mb_unlikely(s->state[*ip] != MB_OBJ_ALLOCATED && s->state[*ip] != MB_OBJ_SAMPLED))
+		if (mb_unlikely(mb_slab_is_free(s, (uint32_t)i)))
 			mb_fatal_pointer(func, freeing ? "double free detected" : "use after free (pointer already freed)", p);
 		*sp = s;
+		*ip = (uint32_t)i;
 		return m;
 	}
 	if (mb_unlikely(m->kind != MB_KIND_LARGE || m->state != MB_PG_ALLOC || ((uintptr_t)p & (MB_PAGE_SIZE - 1))))
@@ -229,8 +203,16 @@ static struct mb_page *live_or_die(const void *p, const char *func, int freeing,
 	return m;
 }
 
-/* Everything that is not a valid small object going into a thread cache
- * with room: NULL, errors, sampled objects, large objects, full bins. */
+__attribute__((noinline)) void mb_free_settle(struct mb_slab *s)
+{
+	mb_theap_freed(mb_self.heap, s);
+	/* A slab that went back to the buddy may have left a pageblock
+	 * idle: the purge learns when it falls due. */
+	mb_purge_maybe();
+}
+
+/* Everything the free fast path leaves: NULL, errors, samples, large
+ * objects, other threads' slabs, threads without a heap. */
 static __attribute__((noinline)) void free_slow(void *p, const char *func)
 {
 	if (mb_unlikely(p == NULL))
@@ -238,32 +220,38 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 	struct mb_slab *s;
 	uint32_t i;
 	struct mb_page *m = live_or_die(p, func, 1, &s, &i);
-	if (mb_likely(s != NULL)) {
-		uint8_t *st = &s->state[i];
-		if (*st == MB_OBJ_SAMPLED)
-			mb_classify_freed(p);
-		*st = MB_OBJ_CACHED;
-		int saved = errno;
-		small_free_slow(s, i, st);
-		errno = saved;
-		return;
-	}
 	int saved = errno;
-	if (m->user16 & MB_LARGE_SAMPLED)
-		mb_classify_freed(p);
-	struct mb_tcache *tc = mb_self.tc;
-	if (!tc || !mb_runcache_put(tc, p, m))
-		mb_large_free(p, m);
+	if (mb_likely(s != NULL)) {
+		/* Told before the object is free: then its owner may hand it
+		 * out, and sample it, again. */
+		if (mb_slab_is_sampled(s, i))
+			mb_classify_freed(p);
+		struct mb_theap *h = mb_self.heap;
+		if (h)
+			mb_theap_free(h, s, i, p);
+		else
+			mb_orphan_free(s, i, p);
+	} else {
+		if (m->user16 & MB_LARGE_SAMPLED)
+			mb_classify_freed(p);
+		struct mb_theap *h = mb_self.heap;
+		if (!h || !mb_runcache_put(h, p, m))
+			mb_large_free(p, m);
+	}
+	mb_purge_maybe();
 	errno = saved;
 }
 
 static inline void raw_free(void *p, const char *func)
 {
-	/* NULL and foreign pointers fall outside the region: the slow path
-	 * sorts them out. */
-	if (mb_likely(mb_tcache_push(mb_self.tc, p)))
+	struct mb_slab *s;
+	int r = mb_theap_push(mb_self.heap, p, &s);
+	if (mb_likely(r == 1))
 		return;
-	free_slow(p, func);
+	if (r == 2)
+		mb_free_settle(s);
+	else
+		free_slow(p, func);
 }
 
 static inline size_t raw_usable_size(const void *p, const char *func)
@@ -312,8 +300,10 @@ static inline void *raw_realloc(void *p, size_t n, int key, const char *func)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (mb_large_resize(p, m, n, func) == 0)
+	if (mb_large_resize(p, m, n, func) == 0) {
+		mb_purge_maybe();
 		return p;
+	}
 	return move(p, old_bytes, n, key, func);
 }
 
@@ -321,9 +311,10 @@ int mb_trim(void)
 {
 	if (mb_process_init() != 0)
 		return 0;
-	struct mb_tcache *tc = mb_self.tc;
-	if (tc)
-		mb_tcache_flush_all(tc, 1);
+	struct mb_theap *h = mb_self.heap;
+	if (h)
+		mb_theap_give_back(h);
+	mb_orphan_give_back();
 	uint64_t before = __atomic_load_n(&mb_heap.released_bytes, __ATOMIC_RELAXED);
 	mb_purge(1);
 	return __atomic_load_n(&mb_heap.released_bytes, __ATOMIC_RELAXED) != before;

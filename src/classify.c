@@ -23,12 +23,9 @@
 /* ---- sites ---- */
 
 #define MIN_EVIDENCE 3
-/* The type of a site without evidence. Not the patch's KernNoRclm: most
- * allocations die, and a pageblock stolen for a cache that was taken for
- * pinned data kept its holes from everyone but pinned data. As KernRclm,
- * a site's first objects borrow holes before they steal pageblocks
- * (buddy.c, rmqueue), and KernNoRclm holds only what proved long-lived. */
-#define UNSETTLED_TYPE MB_KERNRCLM
+/* The type of a site without evidence: the default, as with
+ * classification off (reclaim_type.h). */
+#define UNSETTLED_TYPE MB_DEFAULT_TYPE
 #define LEARN_SAMPLES 24 /* a new site's first allocations are all sampled */
 
 struct mb_site *mb_sites;
@@ -44,6 +41,8 @@ static __thread int in_classify MB_TLS;
  * short-lived threads should not pay for. */
 static __thread int thread_unwinds MB_TLS;
 static __thread uint32_t sample_rng MB_TLS;
+/* The countdown's value when it was last drawn (thread.c's start value). */
+static __thread int32_t countdown_drawn MB_TLS = 4 * MB_SAMPLE_PERIOD;
 static __thread struct mb_site *pending_site MB_TLS, *pending_deep MB_TLS;
 static __thread int pending_nframes MB_TLS;
 
@@ -72,10 +71,6 @@ static struct mb_site *lookup(struct mb_site *table, uintptr_t key)
 	return NULL;
 }
 
-/* The next lane to deal out (reclaim_type.h): each new site gets its own,
- * in turn. */
-static unsigned next_lane;
-
 static struct mb_site *insert_locked(struct mb_site *table, uintptr_t key, int type)
 {
 	uint32_t h = mb_site_hash(key);
@@ -85,8 +80,7 @@ static struct mb_site *insert_locked(struct mb_site *table, uintptr_t key, int t
 		if (k == key)
 			return s;
 		if (k == 0) {
-			int lane = (int)(next_lane++ % MB_LANES);
-			atomic_store_explicit(&s->slab_key, (uint8_t)(type | lane << MB_LANE_SHIFT), memory_order_relaxed);
+			atomic_store_explicit(&s->slab_key, (uint8_t)type, memory_order_relaxed);
 			atomic_store_explicit(&s->flags, MB_SITE_LEARNING, memory_order_relaxed);
 			atomic_store_explicit(&s->learn_left, LEARN_SAMPLES, memory_order_relaxed);
 			atomic_store_explicit(&s->key, key, memory_order_release);
@@ -268,7 +262,7 @@ static struct mb_site *deep_site(struct mb_site *s, void *ra, int create)
 }
 
 /* The slab key for an allocation through a wrapper, from its deeper site:
- * the default type until the site has evidence, in the site's own lane. */
+ * the default type until the site has evidence. */
 static int deep_verdict(const struct mb_site *d)
 {
 	int key = atomic_load_explicit(&d->slab_key, memory_order_relaxed);
@@ -279,9 +273,8 @@ static int deep_verdict(const struct mb_site *d)
 
 static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 {
-	(void)n;
 	if (in_classify)
-		return s ? atomic_load(&s->slab_key) : MB_KERNNORCLM;
+		return s ? atomic_load(&s->slab_key) : UNSETTLED_TYPE;
 	in_classify = 1;
 	if (!s) {
 		/* dladdr takes the loader's lock: outside ours. */
@@ -305,7 +298,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 		mb_lock_release(&site_lock);
 		if (!s) {
 			in_classify = 0;
-			return MB_KERNNORCLM;
+			return UNSETTLED_TYPE;
 		}
 	}
 	uint8_t fl = atomic_load_explicit(&s->flags, memory_order_relaxed);
@@ -315,7 +308,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 	}
 	if (sample)
 		thread_unwinds = 1;
-	int type = atomic_load(&s->slab_key); /* the type with its lane */
+	int type = atomic_load(&s->slab_key);
 	if (!thread_unwinds) {
 		/* A young thread: no unwinding, so a learning site waits for
 		 * samples from older threads, and a wrapper's allocations get
@@ -365,7 +358,12 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 		if (fl & MB_SITE_WRAPPER)
 			type = d ? deep_verdict(d) : UNSETTLED_TYPE;
 		if (sample) {
-			mb_self.sample_countdown = next_countdown();
+			/* The allocation clock: the allocations since the
+			 * last draw, each taken for one of this size (a
+			 * random one of them), so no fast path counts bytes. */
+			int32_t left = mb_self.sample_countdown > 0 ? mb_self.sample_countdown : 0;
+			mb_alloc_clock_advance((uint64_t)(countdown_drawn - left) * (n ? n : 1));
+			mb_self.sample_countdown = countdown_drawn = next_countdown();
 			pending_site = s;
 			pending_deep = d;
 			type |= MB_CLASSIFY_SAMPLE;
@@ -378,7 +376,7 @@ static int classify_slow(void *ra, size_t n, struct mb_site *s, int sample)
 int mb_classify_site_slow(void *ra, size_t n)
 {
 	if (!mb_classify_ready)
-		return MB_KERNNORCLM;
+		return UNSETTLED_TYPE;
 	struct mb_site *s = lookup(mb_sites, (uintptr_t)ra);
 	int sample = mb_self.sample_countdown <= 0;
 	if (s && !sample && !(atomic_load_explicit(&s->flags, memory_order_relaxed) & (MB_SITE_LEARNING | MB_SITE_WRAPPER)))
@@ -425,11 +423,10 @@ static int site_type(const struct mb_site *s)
 	return mb_key_type(atomic_load_explicit(&s->slab_key, memory_order_relaxed));
 }
 
-/* The site's type changes; its lane stays. */
+/* The site's type changes. */
 static void set_site_type(struct mb_site *s, int t)
 {
-	uint8_t key = atomic_load_explicit(&s->slab_key, memory_order_relaxed);
-	atomic_store_explicit(&s->slab_key, (uint8_t)((key & ~MB_TYPE_MASK) | t), memory_order_relaxed);
+	atomic_store_explicit(&s->slab_key, (uint8_t)t, memory_order_relaxed);
 }
 
 static void check_wrapper_locked(struct mb_site *parent)
@@ -513,20 +510,22 @@ static void age_scan_locked(void)
 	}
 }
 
-/* Mark the object as sampled in its out-of-band state. */
+/* Mark the object as sampled in its out-of-band state: only in a slab
+ * the calling thread owns (it just allocated the object there), since
+ * only the owner writes a slab's bits. */
 static int mark_sampled(void *p, size_t n)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	struct mb_page *m = &b->pages[mb_buddy_page_index(b, p)];
+	(void)n;
 	if (m->kind == MB_KIND_SLAB) {
-		uint32_t i;
-		struct mb_slab *s = mb_slab_of(m, p, &i);
-		if (!s || s->state[i] != MB_OBJ_ALLOCATED)
+		struct mb_slab *s = mb_slab_of_page(m);
+		long i = mb_slab_index(s, p);
+		if (i < 0 || mb_self.heap == NULL || mb_slab_owner(s) != mb_self.heap || mb_slab_is_free(s, (uint32_t)i))
 			return -1;
-		s->state[i] = MB_OBJ_SAMPLED;
+		mb_slab_mark_sampled(s, (uint32_t)i);
 		return 0;
 	}
-	(void)n;
 	if (m->kind == MB_KIND_LARGE) {
 		m->user16 |= MB_LARGE_SAMPLED;
 		return 0;
@@ -821,12 +820,11 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 
 	if (!json)
 		mb_out_fmt(o, "Call sites (top %d by sampled bytes; the 'D' rows split a wrapper's row by the callers behind it)\n"
-			      "  %-10s %4s %7s %10s %13s %6s %6s  %s\n", TOP_SITES, "type", "lane", "samples", "bytes", "lifetime",
+			      "  %-10s %7s %10s %13s %6s %6s  %s\n", TOP_SITES, "type", "samples", "bytes", "lifetime",
 			   "freed", "flags", "frames (function+offset (library))");
 	for (int i = 0; i < n; i++) {
 		struct mb_site *s = &copy[i];
 		int type = site_type(s), flags = atomic_load(&s->flags);
-		int lane = mb_key_lane(atomic_load(&s->slab_key));
 		double life = s->freed ? (double)s->lifetime_sum / (double)s->freed : 0;
 		char fr[3][160] = { "", "", "" };
 		/* The interesting frames start at the site's return address. */
@@ -839,9 +837,9 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 		for (int k = start; k < s->nframes && nf < 3; k++)
 			symbolize(s->frames[k], fr[nf++], sizeof fr[0]);
 		if (json) {
-			mb_out_fmt(o, "%s{\"type\":\"%s\",\"lane\":%d,\"samples\":%llu,\"sampled_bytes\":%llu,\"freed_samples\":%llu,"
+			mb_out_fmt(o, "%s{\"type\":\"%s\",\"samples\":%llu,\"sampled_bytes\":%llu,\"freed_samples\":%llu,"
 				      "\"mean_lifetime_bytes\":%.0f,\"wrapper\":%s,\"deep\":%s,\"pinned_by_rule\":%s,\"frames\":[",
-				   i ? "," : "", mb_type_names[type], lane, (unsigned long long)s->samples,
+				   i ? "," : "", mb_type_names[type], (unsigned long long)s->samples,
 				   (unsigned long long)s->sampled_bytes, (unsigned long long)s->freed, life,
 				   (flags & MB_SITE_WRAPPER) ? "true" : "false", s->is_deep ? "true" : "false",
 				   (flags & MB_SITE_PINNED) ? "true" : "false");
@@ -861,7 +859,7 @@ void mb_classify_write_sites(struct mb_out *o, int json)
 				strcat(fl, "R");
 			if (flags & MB_SITE_LEARNING)
 				strcat(fl, "L");
-			mb_out_fmt(o, "  %-10s %4d %7llu %10llu %9.1f MiB %6llu %6s  %s", mb_type_names[type], lane,
+			mb_out_fmt(o, "  %-10s %7llu %10llu %9.1f MiB %6llu %6s  %s", mb_type_names[type],
 				   (unsigned long long)s->samples, (unsigned long long)s->sampled_bytes,
 				   life / (1 << 20), (unsigned long long)s->freed, fl, fr[0]);
 			for (int k = 1; k < nf; k++)

@@ -40,7 +40,7 @@ enum {
 /* One call site. The first three fields are all the fast path reads. */
 struct mb_site {
 	_Atomic uintptr_t key;   /* return address, or hash of deeper frames */
-	_Atomic uint8_t slab_key; /* reclaim type | lane << MB_LANE_SHIFT */
+	_Atomic uint8_t slab_key; /* the reclaim type its objects get */
 	_Atomic uint8_t flags;
 	uint8_t ndeep;
 	uint8_t is_deep;
@@ -86,7 +86,7 @@ static inline int mb_classify_fast(void *ra, int *key)
 	}
 	struct mb_site *tab = mb_sites;
 	if (__builtin_expect(tab == NULL, 0)) {
-		*key = MB_KERNNORCLM; /* the patch's default type */
+		*key = MB_DEFAULT_TYPE; /* classification off */
 		return 1;
 	}
 	if (__builtin_expect(--mb_self.sample_countdown > 0, 1)) {

@@ -37,7 +37,7 @@ struct mb_heap {
 	struct mb_buddy buddy;
 	size_t region_bytes;
 	struct mb_counts counts;     /* folded from exited threads, cache-less paths and
-				      * large objects; written atomically (tcache.h) */
+				      * large objects; written atomically */
 	uint64_t slab_pages;         /* pages held by slabs */
 	uint64_t large_objects;
 	uint64_t released_bytes;     /* handed back to the kernel */
@@ -68,8 +68,9 @@ static inline void mb_heap_stamp_locked(void)
 }
 
 /* The allocation clock: bytes handed out so far. Approximate: a thread adds
- * its own allocations in steps (tcache.h), large objects add theirs at once.
- * Classification measures object lifetimes on it. */
+ * its allocations at each classification sample (classify.c), large
+ * objects add theirs at once. Classification measures object lifetimes
+ * on it. */
 extern uint64_t mb_alloc_clock;
 
 static inline void mb_alloc_clock_advance(uint64_t bytes)

@@ -10,7 +10,7 @@
 #include "sizeclass.h"
 #include "slab.h"
 #include "stats.h"
-#include "tcache.h"
+#include "theap.h"
 #include "thread.h"
 
 #include <pthread.h>
@@ -28,26 +28,26 @@ static __thread int setting_up MB_TLS;
 
 /* Every lock of the allocator is taken before fork, in the order they nest
  * (classification's sites, the profile's module identities, the purge
- * lock, the central locks of the slabs in index order, the heap's, the
- * list of thread caches), so the child starts
- * with none held by a thread it does not have, every structure consistent
- * and no memory in flight. The background purge thread is not copied: the
+ * lock, the orphan heap's, the list of thread heaps and each heap's, the
+ * abandoned slabs' lists in index order, the heap's), so the child starts
+ * with none held by a thread it does not have, every list consistent and
+ * no memory in flight. The background purge thread is not copied: the
  * child starts its own when it has something to purge. */
 static void fork_prepare(void)
 {
 	mb_classify_fork_prepare();
 	mb_profile_fork_prepare();
 	mb_purge_fork_prepare(); /* waits for a release in flight */
+	mb_theap_fork_prepare();
 	mb_slab_fork_prepare();
 	mb_heap_lock();
-	mb_tcache_fork_prepare();
 }
 
 static void fork_parent(void)
 {
-	mb_tcache_fork_parent();
 	mb_heap_unlock();
 	mb_slab_fork_parent();
+	mb_theap_fork_parent();
 	mb_purge_fork_parent();
 	mb_profile_fork_parent();
 	mb_classify_fork_parent();
@@ -57,51 +57,53 @@ static void fork_child(void)
 {
 	mb_heap_fork_child();
 	mb_slab_fork_child();
+	mb_theap_fork_child(); /* abandons the other threads' slabs */
 	mb_purge_fork_child();
 	mb_background_fork_child();
 	mb_classify_fork_child();
 	mb_profile_fork_child();
-	mb_tcache_fork_child();
-	mb_stats_fork_child(); /* reads the counters the caches have set right */
+	mb_stats_fork_child(); /* reads the counters the heaps have set right */
 }
 
 /* ---- threads ---- */
 
-/* Its destructor gives an exiting thread's cache back. */
+/* Its destructor lets go of an exiting thread's heap. */
 static pthread_key_t thread_key;
 static int thread_key_ok;
-/* Set once the thread's cache has been torn down at exit: later frees from
- * other TLS destructors go straight to the slabs. */
+/* Set once the thread's heap has been let go of at exit: later
+ * allocations from other TLS destructors use the orphan heap (theap.h). */
 static __thread int thread_done MB_TLS;
 
 static void thread_exit(void *arg)
 {
-	struct mb_tcache *tc = arg;
-	if (!tc)
+	struct mb_theap *h = arg;
+	if (!h)
 		return;
-	mb_self.tc_busy = 1;
-	mb_tcache_destroy(tc);
-	mb_self.tc = mb_self.fast = NULL;
+	mb_self.heap_busy = 1;
+	mb_self.heap = mb_self.fast = NULL;
 	thread_done = 1;
-	mb_self.tc_busy = 0;
+	mb_theap_destroy(h);
+	mb_self.heap_busy = 0;
+	mb_purge_maybe();
 }
 
-struct mb_tcache *mb_thread_init(void)
+struct mb_theap *mb_thread_init(void)
 {
-	if (mb_self.tc_busy || thread_done || !thread_key_ok)
+	if (mb_self.heap_busy || thread_done || !thread_key_ok)
 		return NULL;
-	mb_self.tc_busy = 1;
-	struct mb_tcache *tc = mb_tcache_create();
-	if (tc) {
+	mb_self.heap_busy = 1;
+	struct mb_theap *h = mb_theap_create();
+	if (h) {
 		/* Our key is among the first, so this does not allocate; if it
-		 * did, mb_self.tc_busy sends that allocation down the slow path. */
-		pthread_setspecific(thread_key, tc);
-		mb_self.tc = tc;
+		 * did, mb_self.heap_busy sends that allocation to the orphan
+		 * heap. */
+		pthread_setspecific(thread_key, h);
+		mb_self.heap = h;
 		/* With canaries every object passes the general paths. */
-		mb_self.fast = mb_opt.check ? NULL : tc;
+		mb_self.fast = mb_opt.check ? NULL : h;
 	}
-	mb_self.tc_busy = 0;
-	return tc;
+	mb_self.heap_busy = 0;
+	return h;
 }
 
 /* ---- deferred work ---- */

@@ -1,7 +1,7 @@
 /* The lifecycle: when each layer below is set up, forked and wound down.
  * The process is set up on its first allocation (or by the preload
- * library's constructor, whichever comes first); a thread gets its cache on
- * its first small allocation and gives it back when it exits; fork takes
+ * library's constructor, whichever comes first); a thread gets its heap on
+ * its first small allocation and lets go of it when it exits; fork takes
  * every lock in one order; at exit the report is written and the profile
  * saved. Work asked for where it cannot run (a report requested by a
  * signal) waits for the next slow path. The layers below never call up
@@ -10,7 +10,7 @@
 #ifndef MB_INIT_H
 #define MB_INIT_H
 
-struct mb_tcache;
+struct mb_theap;
 
 enum mb_process_state {
 	MB_PROCESS_NEW = 0,      /* nothing set up yet */
@@ -27,10 +27,10 @@ extern volatile int mb_process_state;
  * allocation made by a library the set-up calls). */
 int mb_process_init(void);
 
-/* The calling thread's cache, created on first use; NULL when the thread
- * cannot have one now (its cache is being made or torn down, or the thread
+/* The calling thread's heap, created on first use; NULL when the thread
+ * cannot have one now (its heap is being made or torn down, or the thread
  * is exiting). Call with the process ready. */
-struct mb_tcache *mb_thread_init(void);
+struct mb_theap *mb_thread_init(void);
 
 /* Slow paths call this outside every lock: it runs the work that was
  * deferred to such a moment (a report asked for by MBUDDY_STATS_SIGNAL). */

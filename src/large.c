@@ -1,7 +1,6 @@
 #include "config.h"
 #include "large.h"
 #include "heap.h"
-#include "background.h"
 #include "region.h"
 #include "report.h"
 
@@ -66,7 +65,6 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 	}
 	if (idx < 0) {
 		mb_heap_unlock();
-		mb_purge_maybe();
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -83,7 +81,6 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 	if (zero && (zeroed || by_kernel))
 		mb_heap.calloc_zero_skips++;
 	mb_heap_unlock();
-	mb_purge_maybe();
 
 	void *p = mb_buddy_page_addr(b, (size_t)idx);
 	if (zero && !zeroed)
@@ -117,7 +114,6 @@ void mb_large_free(void *p, struct mb_page *m)
 	mb_counts_add(mb_heap.counts.live_requested, -(int64_t)m->user.u64);
 	free_pages_locked(m);
 	mb_heap_unlock();
-	mb_purge_maybe();
 }
 
 unsigned mb_large_alloc_cached(size_t npages, int type, void **out, unsigned n)
@@ -176,7 +172,5 @@ int mb_large_resize(void *p, struct mb_page *m, size_t n, const char *func)
 			mb_heap.inplace_shrinks++;
 	}
 	mb_heap_unlock();
-	if (ok)
-		mb_purge_maybe();
 	return ok ? 0 : -1;
 }

@@ -41,4 +41,15 @@ const char *mb_parse_size(const char *s, size_t *out);
 /* Report a problem on stderr, prefixed "libmbuddy: ". Never allocates. */
 void mb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* What is not queued for release (sparse slabs' free pages, run caches,
+ * metadata pages) is looked at every half decay time, but not more often
+ * than this: with a decay time of 0 it would be walked on every slow
+ * path. */
+#define MB_PURGE_PERIOD_MIN_MS 50
+static inline unsigned long long mb_purge_period_ms(void)
+{
+	unsigned long long half = mb_opt.decay_ms / 2;
+	return half > MB_PURGE_PERIOD_MIN_MS ? half : MB_PURGE_PERIOD_MIN_MS;
+}
+
 #endif

@@ -5,6 +5,7 @@
 #include "metadata.h"
 #include "options.h"
 #include "slab.h"
+#include "theap.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -78,8 +79,11 @@ static size_t sweep(int force, uint64_t now, size_t budget)
 	if (!force && now < next_sweep_ms)
 		return 0;
 	__atomic_store_n(&next_sweep_ms, now + mb_purge_period_ms(), __ATOMIC_RELAXED);
-	unsigned failed;
-	size_t n = mb_slab_purge(budget, force, &failed);
+	unsigned failed, failed2 = 0;
+	size_t n = mb_slab_purge_abandoned(budget, &failed);
+	if (n < budget && !failed)
+		n += mb_theap_purge(budget - n, &failed2);
+	failed += failed2;
 	__atomic_fetch_add(&mb_heap.released_bytes, (uint64_t)n << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
 	int meta_failed;
 	mb_heap_lock();

@@ -16,20 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "options.h"
+#include "options.h" /* mb_purge_period_ms() */
 
 /* Pages a malloc or free may hand back itself when no thread does it. */
 #define MB_PURGE_INLINE_BUDGET 256
-/* Transfer caches, sparse slabs and thread caches are looked at every half
- * decay time, but not more often than this: they are not queued, and with
- * a decay time of 0 they would be walked on every slow path. */
-#define MB_PURGE_PERIOD_MIN_MS 50
-static inline unsigned long long mb_purge_period_ms(void)
-{
-	unsigned long long half = mb_opt.decay_ms / 2;
-	return half > MB_PURGE_PERIOD_MIN_MS ? half : MB_PURGE_PERIOD_MIN_MS;
-}
-
 /* Passes over the purge queues are at least this far apart. */
 #define MB_PURGE_INTERVAL_MS 10
 /* Pages per batch of the background thread, between lock drops. */

@@ -36,16 +36,16 @@ struct mb_runcache {
 	size_t bytes;
 };
 
-struct mb_tcache;
+struct mb_theap;
 
 /* A cached run for n bytes (MB_SMALL_MAX < n <= MB_RUN_MAX) of key's
- * type, taken and counted as allocated in tc; NULL if none. */
-void *mb_runcache_get(struct mb_tcache *tc, size_t n, int key);
-/* Keep the live run p (first page record m) in tc instead of freeing it:
+ * type, taken and counted as allocated in h; NULL if none. */
+void *mb_runcache_get(struct mb_theap *h, size_t n, int key);
+/* Keep the live run p (first page record m) in h instead of freeing it:
  * 1 if kept (counted as freed), 0 if it does not fit (free it the usual
  * way). A run already freed is reported as a double free and aborts. */
-int mb_runcache_put(struct mb_tcache *tc, void *p, struct mb_page *m);
-/* Free every run tc holds; returns how many. */
-size_t mb_runcache_flush(struct mb_tcache *tc);
+int mb_runcache_put(struct mb_theap *h, void *p, struct mb_page *m);
+/* Free every run h holds; returns how many. */
+size_t mb_runcache_flush(struct mb_theap *h);
 
 #endif

@@ -5,13 +5,16 @@
 struct mb_class_info mb_classes[MB_NCLASSES];
 uint8_t mb_class_small[MB_SMALL_MAX / 16 + 1];
 
-/* Pages per slab: the fewest that hold enough objects for batching with
- * little tail waste; small slabs drain and coalesce sooner. */
+/* Pages per slab: a power of two (so slabs are whole buddy blocks), the
+ * fewest that hold enough objects for a slab to serve a burst, with at
+ * most an eighth of it past the last object. Small slabs drain and go
+ * back to the buddy sooner; a slab's pages are written in order, so an
+ * unused tail costs nothing resident. */
 static uint32_t pick_slab_pages(uint32_t size)
 {
 	uint32_t want = size <= 256 ? 16 : size <= 2048 ? 8 : 4;
 	uint32_t best = 16, best_waste = 0, best_bytes = 0;
-	for (uint32_t pages = 1; pages <= 16; pages++) {
+	for (uint32_t pages = 1; pages <= MB_SLAB_MAX_PAGES; pages *= 2) {
 		uint32_t bytes = pages * (uint32_t)MB_PAGE_SIZE;
 		uint32_t nobj = bytes / size;
 		if (nobj < want)
@@ -41,7 +44,6 @@ void mb_sizeclass_init(void)
 		ci->slab_pages = pick_slab_pages(ci->size);
 		ci->nobj = ci->slab_pages * (uint32_t)MB_PAGE_SIZE / ci->size;
 		ci->magic = (uint32_t)(((uint64_t)1 << 32) / ci->size + 1);
-		ci->tcache_cap = ci->size <= 256 ? 128 : ci->size <= 1024 ? 64 : ci->size <= 4096 ? 16 : 8;
 	}
 	c = 0;
 	for (size_t i = 0; i <= MB_SMALL_MAX / 16; i++) {

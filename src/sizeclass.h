@@ -12,13 +12,13 @@
 #define MB_NCLASSES 36
 #define MB_SMALL_MAX 16384
 #define MB_ALIGNMENT 16 /* malloc's guarantee on x86-64 glibc */
+#define MB_SLAB_MAX_PAGES 16
 
 struct mb_class_info {
 	uint32_t size;       /* object size */
 	uint32_t slab_pages; /* pages per slab */
 	uint32_t nobj;       /* objects per slab */
 	uint32_t magic;      /* (offset * magic) >> 32 == offset / size */
-	uint32_t tcache_cap; /* thread-cache bin capacity */
 };
 
 extern struct mb_class_info mb_classes[MB_NCLASSES];

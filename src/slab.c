@@ -2,158 +2,76 @@
 #include "slab.h"
 #include "lockstat.h"
 #include "metadata.h"
+#include "report.h"
 
 #include <string.h>
 
 _Static_assert(MB_NKEYS <= MB_BUDDY_HOMES, "every slab key needs a buddy home");
 _Static_assert(MB_NKEYS < MB_META_GROUPS, "every slab key needs a metadata group");
+_Static_assert(sizeof(struct mb_slab) == 64, "the slab header is one cache line");
+_Static_assert(sizeof(((struct mb_slab *)0)->released) * 8 >= 16, "a bit per page of the largest slab");
 
-/* The central structure of one (slab key, class), under its own lock.
- *
- * The transfer cache: free objects that thread caches flushed, kept as
- * entries so a flush and a refill move a whole batch in one copy, and
- * objects freed by one thread reach another that allocates without a walk
- * over slab states. Bounded to MB_XFER_BATCHES batches so it cannot hoard
- * memory; what no refill used between two purges goes back to the slabs.
- *
- * The slabs with free objects, by how full they are: allocation takes from
- * the fullest, so survivors gather in few slabs and the emptiest ones drain
- * and go back to the buddy. One slab that drains is kept, entirely free, so
- * that a class whose slabs hold few objects does not create and destroy a
- * slab (under the heap lock) every few allocations; a purge that finds it
- * unused since the previous one gives it back. */
-#define MB_FULLNESS_BUCKETS 4
-#define MB_XFER_BATCHES 4
-struct mb_central {
-	struct mb_lock lock;
-	struct mb_tentry *xfer; /* newest last; NULL until first needed */
-	uint32_t xn, xcap;
-	uint32_t xlow;          /* fewest entries since the last purge */
-	uint32_t xfailed;       /* no storage could be had: slabs only */
-	struct mb_slab *head[MB_FULLNESS_BUCKETS], *tail[MB_FULLNESS_BUCKETS];
-	struct mb_slab *empty;  /* one entirely free slab kept for reuse, or NULL */
-	uint8_t empty_idle;     /* and it was already there at the last purge */
-	uint64_t nslabs;   /* slabs of this (key, class), full or not */
-	uint64_t nlisted;
-} __attribute__((aligned(64)));
-
-/* Recursive, like the heap lock (heap.c): fork's prepare handler holds them
- * all, and another handler may allocate meanwhile. */
-static struct mb_central central[MB_NKEYS][MB_NCLASSES] = {
-	[0 ... MB_NKEYS - 1] = { [0 ... MB_NCLASSES - 1] = { .lock = MB_LOCK_INITIALIZER_RECURSIVE("central") } },
+static uint64_t none_remote;
+struct mb_slab mb_slab_none = {
+	.nwords = 1,
+	.list = MB_SLAB_NONE,
+	.remote = &none_remote,
+	.w = { { 0, ~(uint64_t)0 } },
 };
 
-static void central_lock(struct mb_central *ce)
+/* Abandoned slabs of one (key, class), the fullest looked for first. */
+struct abandoned {
+	struct mb_lock lock;
+	struct mb_slab *head;
+	uint64_t n; /* read without the lock as a hint */
+} __attribute__((aligned(64)));
+
+static struct abandoned abandoned[MB_NKEYS][MB_NCLASSES] = {
+	[0 ... MB_NKEYS - 1] = { [0 ... MB_NCLASSES - 1] = { .lock = MB_LOCK_INITIALIZER("abandoned") } },
+};
+
+/* ---- geometry ---- */
+
+static unsigned nwords_of(unsigned nobj)
 {
-	mb_lock_acquire(&ce->lock);
+	return nobj / 64 + 1; /* index nobj too: a pointer past the last object */
 }
 
-static void central_unlock(struct mb_central *ce)
+static size_t remote_offset(unsigned nwords)
 {
-	mb_lock_release(&ce->lock);
+	size_t o = sizeof(struct mb_slab) + nwords * sizeof(struct mb_slab_word);
+	return (o + 63) & ~(size_t)63; /* remote frees write lines of their own */
 }
 
-/* The bucket a slab with free objects belongs in: its used quarter. */
-static unsigned fullness(const struct mb_slab *s)
+static size_t descriptor_bytes(unsigned nobj)
 {
-	unsigned used = (unsigned)(s->nobj - s->nfree);
-	return used * MB_FULLNESS_BUCKETS / s->nobj;
+	unsigned nw = nwords_of(nobj);
+	return remote_offset(nw) + nw * sizeof(uint64_t);
 }
 
-static void list_push(struct mb_central *ce, struct mb_slab *s, unsigned k)
-{
-	s->listed = (uint8_t)(k + 1);
-	ce->nlisted++;
-	s->prev = NULL;
-	s->next = ce->head[k];
-	if (ce->head[k])
-		ce->head[k]->prev = s;
-	else
-		ce->tail[k] = s;
-	ce->head[k] = s;
-}
+/* ---- create and destroy ---- */
 
-static void list_unlink(struct mb_central *ce, struct mb_slab *s)
-{
-	unsigned k = s->listed - 1u;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		ce->head[k] = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	else
-		ce->tail[k] = s->prev;
-	s->next = s->prev = NULL;
-	s->listed = 0;
-	ce->nlisted--;
-}
-
-/* Put s on the list its fullness calls for (or none when it is full). */
-static void relist(struct mb_central *ce, struct mb_slab *s)
-{
-	if (!s->nfree) {
-		if (s->listed)
-			list_unlink(ce, s);
-		return;
-	}
-	unsigned k = fullness(s);
-	if (s->listed == k + 1)
-		return;
-	if (s->listed)
-		list_unlink(ce, s);
-	list_push(ce, s, k);
-}
-
-/* The fullest slab with free objects. */
-static struct mb_slab *fullest(struct mb_central *ce)
-{
-	for (int k = MB_FULLNESS_BUCKETS - 1; k >= 0; k--)
-		if (ce->head[k])
-			return ce->head[k];
-	return NULL;
-}
-
-/* With ce's lock held: a new slab of (key, class c), from the buddy. */
-static struct mb_slab *slab_create(struct mb_central *ce, int key, unsigned c)
+struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	const struct mb_class_info *ci = &mb_classes[c];
-	/* Each KernNoRclm key fills a home pageblock of its own: its lanes
-	 * hold the unsettled sites too, and one of them may turn out to be a
-	 * cache while another is pinned, so their slabs must not interleave;
-	 * then the pageblocks of the lane that empties go back whole. The
-	 * other types' objects are known to die: their slabs reuse any free
-	 * block of the type, which keeps them dense. */
-	int home = mb_key_type(key) == MB_KERNNORCLM ? key : -1;
+	size_t bytes = descriptor_bytes(ci->nobj);
 	mb_heap_lock();
-	long idx = mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), home, NULL);
+	/* Each type's slabs fill a home pageblock of their own at a time
+	 * (buddy.h): what a type frees leaves pageblocks whole. */
+	long idx = mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), key, NULL);
 	if (idx < 0) {
 		mb_heap_unlock();
 		return NULL;
 	}
-	/* Descriptors are grouped by key like the slabs: when a lane's
-	 * slabs die, their descriptors' pages are freed whole too. */
-	struct mb_slab *s = mb_meta_alloc_group(sizeof(*s) + ci->nobj + 1, 1u + (unsigned)key);
+	/* Descriptors are grouped by key like the slabs: when a type's slabs
+	 * die, their descriptors' pages are freed whole too. */
+	struct mb_slab *s = mb_meta_alloc_group(bytes, 1u + (unsigned)key);
 	if (!s) {
 		mb_buddy_free(b, (size_t)idx);
 		mb_heap_unlock();
 		return NULL;
 	}
-	mb_heap.slab_pages += ci->slab_pages;
-	mb_heap_unlock();
-	s->start = (uintptr_t)mb_buddy_page_addr(b, (size_t)idx);
-	s->size = ci->size;
-	s->magic = ci->magic;
-	s->nobj = (uint16_t)ci->nobj;
-	s->nfree = (uint16_t)ci->nobj;
-	/* An address in the tail past the last object reads as no object,
-	 * so the free fast path needs no bounds check. */
-	s->state[ci->nobj] = MB_OBJ_BEYOND;
-	s->key = (uint8_t)key;
-	s->sclass = (uint8_t)c;
-	/* The pages are ours alone from here: no other thread looks at their
-	 * records until an object of the slab is handed out, under ce's lock. */
 	for (size_t i = (size_t)idx; i < (size_t)idx + ci->slab_pages; i++) {
 		struct mb_page *m = &b->pages[i];
 		m->user.ptr = s;
@@ -162,17 +80,33 @@ static struct mb_slab *slab_create(struct mb_central *ce, int key, unsigned c)
 		m->user32 = (uint32_t)key;
 		m->kind = MB_KIND_SLAB;
 	}
-	ce->nslabs++;
+	mb_heap.slab_pages += ci->slab_pages;
+	mb_heap_unlock();
+
+	unsigned nw = nwords_of(ci->nobj);
+	s->start = (uintptr_t)mb_buddy_page_addr(b, (size_t)idx);
+	s->size = ci->size;
+	s->magic = ci->magic;
+	s->nobj = (uint16_t)ci->nobj;
+	s->nwords = (uint16_t)nw;
+	s->key = (uint8_t)key;
+	s->sclass = (uint8_t)c;
+	s->remote = (uint64_t *)((char *)s + remote_offset(nw));
+	for (unsigned k = 0; k < nw; k++) {
+		unsigned lo = k * 64, n = ci->nobj > lo ? ci->nobj - lo : 0;
+		uint64_t objs = n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+		s->w[k].free = objs;
+		s->w[k].sampled = ~objs; /* past the last object: no object */
+	}
+	__atomic_store_n(&s->owner, h, __ATOMIC_RELEASE);
 	return s;
 }
 
-/* With ce's lock held: s, entirely free, goes back to the buddy. */
-static void slab_destroy(struct mb_central *ce, struct mb_slab *s)
+void mb_slab_destroy(struct mb_slab *s)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	const struct mb_class_info *ci = &mb_classes[s->sclass];
 	size_t idx = mb_buddy_page_index(b, (void *)s->start);
-	ce->nslabs--;
 	mb_heap_lock();
 	for (size_t i = idx; i < idx + ci->slab_pages; i++) {
 		b->pages[i].kind = MB_KIND_NONE;
@@ -180,270 +114,254 @@ static void slab_destroy(struct mb_central *ce, struct mb_slab *s)
 		b->pages[i].user32 = 0;
 		b->pages[i].user.ptr = NULL;
 	}
+	/* Pages handed back while free read as zero: the buddy need not
+	 * take them for dirty, but it takes any page of a slab for dirty. */
 	mb_heap_stamp_locked();
 	mb_buddy_free(b, idx);
 	mb_heap.slab_pages -= ci->slab_pages;
-	mb_meta_free(s, sizeof(*s) + ci->nobj + 1);
+	mb_meta_free(s, descriptor_bytes(ci->nobj));
 	mb_heap_unlock();
 }
 
-/* With ce's lock held: up to `want` free objects from the slabs. */
-static unsigned take_from_slabs(struct mb_central *ce, int key, unsigned c, struct mb_tentry *out, unsigned want)
+/* ---- the owner's bitmaps ---- */
+
+static void *object_addr(const struct mb_slab *s, uint32_t i)
 {
-	struct mb_buddy *b = &mb_heap.buddy;
-	unsigned n = 0;
-	while (n < want) {
-		struct mb_slab *s = fullest(ce);
-		if (!s) {
-			s = slab_create(ce, key, c);
-			if (!s)
-				break;
-		}
-		if (s == ce->empty)
-			ce->empty = NULL;
-		uint32_t i = s->scan;
-		while (n < want && s->nfree) {
-			uint8_t *z = memchr(s->state + i, MB_OBJ_FREE, s->nobj - i);
-			if (!z) {
-				i = 0;
-				continue;
-			}
-			i = (uint32_t)(z - s->state);
-			*z = MB_OBJ_CACHED;
-			/* Its pages may have been released: they are in use
-			 * again. The slab's page flags are under ce's lock. */
-			uintptr_t a = s->start + (uintptr_t)i * s->size;
-			size_t first = mb_buddy_page_index(b, (void *)a);
-			size_t last = mb_buddy_page_index(b, (void *)(a + s->size - 1));
-			for (size_t pg = first; pg <= last; pg++)
-				b->pages[pg].flags |= MB_PGF_DIRTY;
-			s->nfree--;
-			out[n].p = (void *)a;
-			out[n].st = z;
-			n++;
-			i++;
-			if (i == s->nobj)
-				i = 0;
-		}
-		s->scan = (uint16_t)i;
-		relist(ce, s);
-	}
-	return n;
+	return (void *)(s->start + (uintptr_t)i * s->size);
 }
 
-/* With ce's lock held: cached objects back to their slabs. */
-static void give_to_slabs(struct mb_central *ce, const struct mb_tentry *e, unsigned n)
+unsigned mb_slab_collect(struct mb_slab *s)
 {
-	struct mb_buddy *b = &mb_heap.buddy;
-	for (unsigned k = 0; k < n; k++) {
-		struct mb_slab *s = b->pages[mb_buddy_page_index(b, e[k].p)].user.ptr;
-		*e[k].st = MB_OBJ_FREE;
-		s->nfree++;
-		if (s->nfree == s->nobj && ce->empty) {
-			/* Entirely free, and one is kept already: give the
-			 * pages back so the pageblock can coalesce and
-			 * eventually return to the global pool. */
-			if (s->listed)
-				list_unlink(ce, s);
-			slab_destroy(ce, s);
+	/* Cleared first: a remote free from now on sets it again. */
+	__atomic_store_n(&s->has_remote, 0, __ATOMIC_SEQ_CST);
+	unsigned got = 0;
+	for (unsigned k = 0; k < s->nwords; k++) {
+		if (!__atomic_load_n(&s->remote[k], __ATOMIC_RELAXED))
 			continue;
+		uint64_t r = __atomic_exchange_n(&s->remote[k], 0, __ATOMIC_ACQUIRE);
+		struct mb_slab_word *w = &s->w[k];
+		if (mb_unlikely(r & w->free))
+			mb_fatal_pointer("free", "double free detected (freed by two threads)",
+					 object_addr(s, k * 64 + (unsigned)__builtin_ctzll(r & w->free)));
+		mb_word_store(&w->free, w->free | r);
+		/* A sample freed by another thread told classification then. */
+		mb_word_store(&w->sampled, w->sampled & ~r);
+		got += (unsigned)__builtin_popcountll(r);
+	}
+	s->used = (uint16_t)(s->used - got);
+	return got;
+}
+
+int mb_slab_find_free(struct mb_slab *s)
+{
+	for (unsigned k = s->cursor; k < s->nwords; k++)
+		if (s->w[k].free) {
+			s->cursor = (uint16_t)k;
+			return 1;
 		}
-		if (s->nfree == s->nobj) {
-			ce->empty = s;
-			ce->empty_idle = 0;
+	for (unsigned k = 0; k < s->cursor; k++)
+		if (s->w[k].free) {
+			s->cursor = (uint16_t)k;
+			return 1;
 		}
-		relist(ce, s);
-	}
+	return 0;
 }
 
-/* With ce's lock held: the kept empty slab goes back to the buddy if it
- * was already kept, unused, at the last purge (or at once if force). */
-static void empty_purge(struct mb_central *ce, int force)
+/* ---- another thread's free ---- */
+
+int mb_slab_free_remote(struct mb_slab *s, uint32_t i, void *p)
 {
-	struct mb_slab *s = ce->empty;
-	if (!s)
-		return;
-	if (!force && !ce->empty_idle) {
-		ce->empty_idle = 1;
-		return;
-	}
-	ce->empty = NULL;
-	if (s->listed)
-		list_unlink(ce, s);
-	slab_destroy(ce, s);
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	unsigned k = i >> 6;
+	/* Freed by the owner already: the owner's bits are read without its
+	 * knowledge, which is enough to catch a free of an object that lies
+	 * free, not two frees racing each other. */
+	if (mb_word_load(&s->w[k].free) & bit)
+		mb_fatal_pointer("free", "double free detected", p);
+	uint64_t old = __atomic_fetch_or(&s->remote[k], bit, __ATOMIC_RELEASE);
+	if (old & bit)
+		mb_fatal_pointer("free", "double free detected", p);
+	if (!__atomic_load_n(&s->has_remote, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->has_remote, 1, __ATOMIC_SEQ_CST);
+	/* Against the owner moving s to its full list meanwhile: it looks
+	 * at has_remote after the move (theap.c), this looks at the list
+	 * after setting it, so one of the two sees the other. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return __atomic_load_n(&s->list, __ATOMIC_RELAXED) == MB_SLAB_FULL;
 }
 
-/* Entries of one transfer batch of class c: what a refill asks for and a
- * flush gives back (tcache.c). */
-static uint32_t batch_of(unsigned c)
+/* ---- abandoned slabs ---- */
+
+static void ab_push(struct abandoned *a, struct mb_slab *s)
 {
-	uint32_t n = mb_classes[c].tcache_cap / 2;
-	return n ? n : 1;
+	s->list = MB_SLAB_ABANDONED;
+	s->prev = NULL;
+	s->next = a->head;
+	if (a->head)
+		a->head->prev = s;
+	a->head = s;
+	__atomic_store_n(&a->n, a->n + 1, __ATOMIC_RELAXED);
 }
 
-/* With ce's lock held: the transfer cache's storage, made on first use;
- * 0 without it (then objects go to the slabs). */
-static int xfer_ready(struct mb_central *ce, unsigned c)
+static void ab_unlink(struct abandoned *a, struct mb_slab *s)
 {
-	if (ce->xfer)
-		return 1;
-	if (ce->xfailed)
-		return 0;
-	uint32_t cap = MB_XFER_BATCHES * batch_of(c);
-	mb_heap_lock();
-	ce->xfer = mb_meta_alloc(cap * sizeof(struct mb_tentry));
-	mb_heap_unlock();
-	if (!ce->xfer) {
-		ce->xfailed = 1;
-		return 0;
-	}
-	ce->xcap = cap;
-	return 1;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		a->head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->n, a->n - 1, __ATOMIC_RELAXED);
 }
 
-unsigned mb_slab_take(int key, unsigned c, struct mb_tentry *out, unsigned want)
+void mb_slab_abandon(struct mb_slab *s)
 {
-	struct mb_central *ce = &central[key][c];
-	central_lock(ce);
-	unsigned n = ce->xn < want ? ce->xn : want;
-	if (n) {
-		ce->xn -= n;
-		memcpy(out, ce->xfer + ce->xn, n * sizeof(*out));
-		if (ce->xn < ce->xlow)
-			ce->xlow = ce->xn;
-	}
-	if (n < want)
-		n += take_from_slabs(ce, key, c, out + n, want - n);
-	central_unlock(ce);
-	return n;
+	struct abandoned *a = &abandoned[s->key][s->sclass];
+	mb_lock_acquire(&a->lock);
+	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELEASE);
+	ab_push(a, s);
+	mb_lock_release(&a->lock);
 }
 
-void mb_slab_give(int key, unsigned c, const struct mb_tentry *e, unsigned n, int to_slabs)
+/* With the list's lock held: s becomes h's, on no list. */
+static void take_over(struct abandoned *a, struct mb_slab *s, struct mb_theap *h)
 {
-	struct mb_central *ce = &central[key][c];
-	central_lock(ce);
-	if (!to_slabs && xfer_ready(ce, c) && ce->xcap - ce->xn >= n) {
-		memcpy(ce->xfer + ce->xn, e, n * sizeof(*e));
-		ce->xn += n;
-	} else {
-		give_to_slabs(ce, e, n);
-	}
-	central_unlock(ce);
+	ab_unlink(a, s);
+	__atomic_store_n(&s->owner, h, __ATOMIC_RELEASE);
 }
 
-/* With ce's lock held: the oldest n entries of the transfer cache go back
- * to their slabs. */
-static void xfer_drain(struct mb_central *ce, uint32_t n)
+/* After an adoption, as the new owner: the remote frees that came
+ * meanwhile, and the pages it may touch again. */
+static void settle_adopted(struct mb_slab *s)
 {
-	if (n > ce->xn)
-		n = ce->xn;
-	if (!n)
-		return;
-	give_to_slabs(ce, ce->xfer, n);
-	memmove(ce->xfer, ce->xfer + n, (ce->xn - n) * sizeof(*ce->xfer));
-	ce->xn -= n;
+	mb_slab_collect(s);
+	s->released = 0;
+	s->cursor = 0;
 }
 
-/* With ce's lock held: release the free pages of the emptiest slabs of
- * class c, at most budget. */
-static size_t release_sparse(struct mb_central *ce, unsigned c, size_t budget, unsigned *failed)
+#define ADOPT_SCAN 16
+
+struct mb_slab *mb_slab_adopt_any(int key, unsigned c, struct mb_theap *h)
+{
+	struct abandoned *a = &abandoned[key][c];
+	if (!__atomic_load_n(&a->n, __ATOMIC_RELAXED))
+		return NULL;
+	mb_lock_acquire(&a->lock);
+	/* The fullest of the first few that has a free object: survivors
+	 * gather in few slabs. */
+	struct mb_slab *best = a->head;
+	unsigned seen = 0;
+	for (struct mb_slab *s = a->head; s && seen < ADOPT_SCAN; s = s->next, seen++)
+		if (s->used < s->nobj && (best->used == best->nobj || s->used > best->used))
+			best = s;
+	if (best)
+		take_over(a, best, h);
+	mb_lock_release(&a->lock);
+	if (best)
+		settle_adopted(best);
+	return best;
+}
+
+int mb_slab_adopt(struct mb_slab *s, struct mb_theap *h)
+{
+	struct abandoned *a = &abandoned[s->key][s->sclass];
+	mb_lock_acquire(&a->lock);
+	int ok = __atomic_load_n(&s->list, __ATOMIC_RELAXED) == MB_SLAB_ABANDONED && mb_slab_owner(s) == NULL;
+	if (ok)
+		take_over(a, s, h);
+	mb_lock_release(&a->lock);
+	if (ok)
+		settle_adopted(s);
+	return ok;
+}
+
+/* ---- purge ---- */
+
+size_t mb_slab_release_free_pages(struct mb_slab *s, size_t budget, unsigned *failed)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	const struct mb_class_info *ci = &mb_classes[c];
+	const struct mb_class_info *ci = &mb_classes[s->sclass];
 	size_t released = 0;
-	if (ci->slab_pages < 2)
-		return 0; /* a one-page slab with a free page is destroyed */
-	for (struct mb_slab *s = ce->head[0]; s && released < budget; s = s->next) {
-		size_t first = mb_buddy_page_index(b, (void *)s->start);
-		for (uint32_t pg = 0; pg < ci->slab_pages && released < budget; pg++) {
-			struct mb_page *m = &b->pages[first + pg];
-			if (!(m->flags & MB_PGF_DIRTY))
-				continue;
-			uint32_t lo = pg * (uint32_t)MB_PAGE_SIZE / s->size;
-			uint32_t hi = ((pg + 1) * (uint32_t)MB_PAGE_SIZE - 1) / s->size;
-			if (hi >= s->nobj)
-				hi = s->nobj - 1;
-			int busy = lo > hi;
-			for (uint32_t i = lo; i <= hi && !busy; i++)
-				busy = s->state[i] != MB_OBJ_FREE;
-			if (busy)
-				continue;
-			if (b->release && b->release(mb_buddy_page_addr(b, first + pg), MB_PAGE_SIZE) != 0) {
-				++*failed;
-				return released;
-			}
-			m->flags &= (uint8_t)~MB_PGF_DIRTY;
-			released++;
+	for (uint32_t pg = 0; pg < ci->slab_pages && released < budget; pg++) {
+		if (s->released & (1u << pg))
+			continue;
+		uint32_t lo = pg * (uint32_t)MB_PAGE_SIZE / s->size;
+		uint32_t hi = ((pg + 1) * (uint32_t)MB_PAGE_SIZE - 1) / s->size;
+		if (hi >= s->nobj)
+			hi = s->nobj - 1u;
+		int busy = 0;
+		for (uint32_t i = lo; i <= hi && !busy; i++)
+			busy = !mb_slab_is_free(s, i);
+		if (busy)
+			continue;
+		void *addr = (void *)(s->start + ((uintptr_t)pg << MB_PAGE_SHIFT));
+		if (b->release && b->release(addr, MB_PAGE_SIZE) != 0) {
+			++*failed;
+			return released;
 		}
+		s->released = (uint16_t)(s->released | (1u << pg));
+		released++;
 	}
 	return released;
 }
 
-/* Whether a central structure has anything a purge could return: read
- * without its lock, as a hint (a missed one waits for the next purge). */
-static int central_busy(const struct mb_central *ce)
+/* A slab is sparse when at most a quarter of its objects are in use:
+ * worth the system calls. */
+static int sparse(const struct mb_slab *s)
 {
-	return __atomic_load_n(&ce->nslabs, __ATOMIC_RELAXED) != 0 ||
-	       __atomic_load_n(&ce->xn, __ATOMIC_RELAXED) != 0;
+	return s->used * 4u <= s->nobj;
 }
 
-size_t mb_slab_purge(size_t budget, int force, unsigned *failed)
+size_t mb_slab_purge_abandoned(size_t budget, unsigned *failed)
 {
 	size_t released = 0;
 	*failed = 0;
 	for (int k = 0; k < MB_NKEYS; k++) {
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct mb_central *ce = &central[k][c];
-			if (!central_busy(ce))
+			struct abandoned *a = &abandoned[k][c];
+			if (!__atomic_load_n(&a->n, __ATOMIC_RELAXED))
 				continue;
-			central_lock(ce);
-			xfer_drain(ce, force ? ce->xn : ce->xlow);
-			ce->xlow = ce->xn;
-			empty_purge(ce, force);
-			if (released < budget && !*failed)
-				released += release_sparse(ce, c, budget - released, failed);
-			central_unlock(ce);
+			mb_lock_acquire(&a->lock);
+			struct mb_slab *next;
+			for (struct mb_slab *s = a->head; s; s = next) {
+				next = s->next;
+				/* Nobody owns it: the list's lock makes this
+				 * thread its owner for the moment. */
+				mb_slab_collect(s);
+				if (s->used == 0) {
+					ab_unlink(a, s);
+					mb_slab_destroy(s);
+				} else if (released < budget && !*failed && sparse(s)) {
+					released += mb_slab_release_free_pages(s, budget - released, failed);
+				}
+			}
+			mb_lock_release(&a->lock);
 		}
 	}
 	return released;
 }
 
-size_t mb_slab_drain(void)
-{
-	size_t moved = 0;
-	for (int k = 0; k < MB_NKEYS; k++) {
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct mb_central *ce = &central[k][c];
-			if (!central_busy(ce))
-				continue;
-			central_lock(ce);
-			moved += ce->xn + (ce->empty != NULL);
-			xfer_drain(ce, ce->xn);
-			ce->xlow = 0;
-			empty_purge(ce, 1);
-			central_unlock(ce);
-		}
-	}
-	return moved;
-}
+/* ---- fork ---- */
 
 void mb_slab_fork_prepare(void)
 {
 	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++)
-			central_lock(&central[k][c]);
+			mb_lock_acquire(&abandoned[k][c].lock);
 }
 
 void mb_slab_fork_parent(void)
 {
 	for (int k = MB_NKEYS - 1; k >= 0; k--)
 		for (unsigned c = MB_NCLASSES; c-- > 0;)
-			central_unlock(&central[k][c]);
+			mb_lock_release(&abandoned[k][c].lock);
 }
 
 void mb_slab_fork_child(void)
 {
 	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++)
-			mb_lock_after_fork_child(&central[k][c].lock, 1);
+			mb_lock_after_fork_child(&abandoned[k][c].lock, 0);
 }

@@ -1,88 +1,176 @@
-/* Slabs: small objects carved from buddy pages. A slab belongs to one
- * (slab key, size class): one reclaim type and one lane of it, so objects
- * of different lifetimes never share a page.
- * Object states live out of band, one byte per object, so neither an
- * overflow nor a double free can corrupt a free list. */
+/* Slabs: small objects carved from buddy pages. A slab holds objects of
+ * one size class and one reclaim type, and belongs to one thread heap
+ * (theap.h), its owner, or to nobody once its owner has exited
+ * ("abandoned", until another thread adopts it).
+ *
+ * Every object's state lives out of band, in the slab's descriptor:
+ *  - `free`, one bit per object, written by the owner only: set when the
+ *    object is free. The owner allocates by clearing the lowest set bit of
+ *    the word at `cursor` and frees by setting its bit, with no atomic
+ *    operation and no lock;
+ *  - `sampled`, one bit per object, written by the owner: the object is a
+ *    classification sample (its free must tell classify.c), or lies past
+ *    the last object (a pointer there is no object);
+ *  - `remote`, one bit per object, in cache lines of its own: set with one
+ *    atomic OR by a thread that frees an object of a slab it does not own.
+ *    The owner folds those bits into `free` when its free bits run out.
+ * So neither an overflow in user memory nor a double free can corrupt the
+ * allocator: a free whose bit says the object is free already is reported
+ * with its address. */
 #ifndef MB_SLAB_H
 #define MB_SLAB_H
 
 #include <stdint.h>
 
+#include "compiler.h"
 #include "heap.h"
 #include "sizeclass.h"
 
-enum mb_obj_state {
-	MB_OBJ_FREE = 0,      /* free in its slab */
-	MB_OBJ_ALLOCATED = 1, /* owned by the program */
-	MB_OBJ_CACHED = 2,    /* free, held in some thread's cache */
-	MB_OBJ_SAMPLED = 3,   /* owned by the program, and a classification sample */
-	MB_OBJ_BEYOND = 4,    /* state[nobj]: the slab's tail past its last object */
+struct mb_theap;
+
+/* Which list of its owner (or of the abandoned slabs) a slab is on. */
+enum mb_slab_list {
+	MB_SLAB_NONE = 0,      /* on none: being moved */
+	MB_SLAB_CURRENT = 1,   /* the owner allocates from it */
+	MB_SLAB_PARTIAL = 2,   /* has free objects, the owner will use it next */
+	MB_SLAB_FULL = 3,      /* no free object the owner knows of */
+	MB_SLAB_ABANDONED = 4, /* its owner exited; adopted by the next thread
+				* that needs its class or frees into it */
+};
+
+struct mb_slab_word {
+	uint64_t free;    /* 1 = free (owner-written) */
+	uint64_t sampled; /* 1 = a sample, or no object (owner-written) */
 };
 
 struct mb_slab {
-	struct mb_slab *next, *prev; /* central list of slabs with free objects */
-	uintptr_t start;             /* object 0 */
-	uint32_t size, magic;
-	uint16_t nobj, nfree;        /* nfree counts MB_OBJ_FREE only */
-	uint16_t scan;               /* refill resumes scanning here */
-	uint8_t key, sclass;         /* slab key (reclaim_type.h), size class */
-	uint8_t listed;
-	uint8_t pad[3];
-	uint8_t state[];             /* enum mb_obj_state, one per object, then MB_OBJ_BEYOND */
+	/* What every allocation and free reads, in one cache line. */
+	uintptr_t start;        /* object 0 */
+	uint32_t size, magic;   /* (offset * magic) >> 32 == offset / size */
+	uint16_t nobj;
+	uint16_t used;          /* objects not free in the owner's bitmap: live,
+				 * or freed remotely and not yet collected */
+	uint16_t cursor;        /* the word the owner allocates from */
+	uint16_t nwords;        /* words of the bitmaps: nobj / 64 + 1 */
+	uint8_t key, sclass;    /* reclaim type, size class */
+	uint8_t list;           /* enum mb_slab_list */
+	uint8_t has_remote;     /* atomic: remote bits may be set */
+	uint16_t released;      /* pages handed back to the kernel while free,
+				 * one bit per page; cleared when the owner
+				 * allocates from the slab again */
+	uint16_t pad;
+	struct mb_theap *owner; /* atomic; NULL when abandoned */
+	struct mb_slab *next, *prev; /* the list `list` names */
+	uint64_t *remote;       /* atomic words, nwords of them */
+	struct mb_slab_word w[]; /* nwords */
 };
 
-/* One cached free object: its address and its state byte. */
-struct mb_tentry {
-	void *p;
-	uint8_t *st;
-};
+/* A slab with no free object and no owner: the current slab of an empty
+ * bin, so that the allocation fast path needs no NULL test. */
+extern struct mb_slab mb_slab_none;
 
-/* The slab that holds p, and p's object index; NULL if p is not the start
- * of an object in a slab page. */
-static inline struct mb_slab *mb_slab_of(const struct mb_page *m, const void *p, uint32_t *index)
+/* Owner-written words that other threads read (a remote free checks them)
+ * are accessed as relaxed atomics. */
+#define mb_word_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define mb_word_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static inline struct mb_theap *mb_slab_owner(const struct mb_slab *s)
 {
-	struct mb_slab *s = m->user.ptr;
+	return __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+}
+
+/* The index of the object that p starts in slab s, or -1 if p is not the
+ * start of an object. */
+static inline long mb_slab_index(const struct mb_slab *s, const void *p)
+{
 	uintptr_t off = (uintptr_t)p - s->start;
 	uint32_t i = (uint32_t)(((uint64_t)off * s->magic) >> 32);
 	if ((uintptr_t)i * s->size != off || i >= s->nobj)
-		return NULL;
-	*index = i;
-	return s;
+		return -1;
+	return i;
 }
 
-/* The central structure of each (slab key, class) has a lock of its own;
- * the heap lock is taken inside it only to create or destroy a slab. Lock
- * order: site lock, then central locks (in index order when more than one),
- * then the heap lock. */
+/* The slab of a page record of kind MB_KIND_SLAB. */
+static inline struct mb_slab *mb_slab_of_page(const struct mb_page *m)
+{
+	return m->user.ptr;
+}
 
-/* Move up to `want` free objects of (key, class) into out[], marked
- * cached: the newest from the transfer cache first, then from the fullest
- * slabs, creating slabs as needed. Returns how many were taken (0 when
- * the heap is exhausted). Takes the class's central lock. */
-unsigned mb_slab_take(int key, unsigned sclass, struct mb_tentry *out, unsigned want);
+/* Whether object i is free in the owner's bitmap or freed remotely. */
+static inline int mb_slab_is_free(const struct mb_slab *s, uint32_t i)
+{
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	return ((mb_word_load(&s->w[i >> 6].free) | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit) != 0;
+}
 
-/* Give back n cached objects of (key, class): as one batch into the
- * transfer cache when it has room and to_slabs is 0, else each to its slab
- * (a slab left entirely free goes back to the buddy). Takes the class's
- * central lock. */
-void mb_slab_give(int key, unsigned sclass, const struct mb_tentry *e, unsigned n, int to_slabs);
+/* ---- the owner's operations (theap.c), with no lock ---- */
 
-/* With no lock held: return to their slabs the transfer-cache objects no
- * refill used since the last call (all of them if force) and the kept
- * empty slab no refill used since then, then give the
- * kernel back the pages of sparsely used slabs on which every object is
- * free (they read as zero when reused, and an object's contents are
- * undefined anyway), at most `budget` pages. Takes each central lock in
- * turn. Returns pages released; *failed counts refused releases. */
-size_t mb_slab_purge(size_t budget, int force, unsigned *failed);
+/* A new slab of (key, class c) from the buddy, owned by h, on no list;
+ * NULL when the heap is full. Takes the heap lock. */
+struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h);
+/* s, entirely free and on no list, back to the buddy. Takes the heap lock. */
+void mb_slab_destroy(struct mb_slab *s);
+/* Fold the remote bits into the free bits; returns the objects gained.
+ * An object found freed both remotely and by the owner is a double free,
+ * reported with its address. */
+unsigned mb_slab_collect(struct mb_slab *s);
+/* Point the cursor at a word with free bits, from the cursor on and then
+ * from the start; 0 when there is none. */
+int mb_slab_find_free(struct mb_slab *s);
+/* Allocate from a slab with free bits at the cursor (the general paths;
+ * the fast path does the same inline). */
+static inline void *mb_slab_pop(struct mb_slab *s)
+{
+	struct mb_slab_word *w = &s->w[s->cursor];
+	uint64_t f = w->free;
+	unsigned bit = (unsigned)__builtin_ctzll(f);
+	mb_word_store(&w->free, f & (f - 1));
+	s->used++;
+	return (void *)(s->start + ((uintptr_t)s->cursor * 64 + bit) * s->size);
+}
 
-/* With no lock held: every transfer cache back to the slabs, and every
- * kept empty slab to the buddy (the heap is full). Returns the objects and
- * slabs moved. */
-size_t mb_slab_drain(void);
+/* Mark live object i of s, owned by the calling thread, as a
+ * classification sample: its free will tell classify.c. */
+static inline void mb_slab_mark_sampled(struct mb_slab *s, uint32_t i)
+{
+	struct mb_slab_word *w = &s->w[i >> 6];
+	mb_word_store(&w->sampled, w->sampled | (uint64_t)1 << (i & 63));
+}
 
-/* Around fork: take every central lock in index order, release them, or
- * (in the child) make them anew. */
+/* Whether object i is a sample (read by any thread). */
+static inline int mb_slab_is_sampled(const struct mb_slab *s, uint32_t i)
+{
+	return (mb_word_load(&s->w[i >> 6].sampled) >> (i & 63)) & 1;
+}
+
+/* ---- another thread's free ---- */
+
+/* Free object i (address p) of s, owned by another thread or by nobody,
+ * with one atomic OR; a double free is reported. Returns 1 if s is on its
+ * owner's list of full slabs: the owner must be told (theap.c). */
+int mb_slab_free_remote(struct mb_slab *s, uint32_t i, void *p);
+
+/* ---- abandoned slabs: one list per (key, class), each under its lock ---- */
+
+/* Slabs of an exiting thread: owner cleared, remote bits pending. */
+void mb_slab_abandon(struct mb_slab *s);
+/* Take the fullest abandoned slab of (key, c) for h (owner set, on no
+ * list, remote bits collected); NULL if none. */
+struct mb_slab *mb_slab_adopt_any(int key, unsigned c, struct mb_theap *h);
+/* Take abandoned slab s for h, if it is still abandoned: 1 if taken (as
+ * mb_slab_adopt_any), 0 if another thread was first. */
+int mb_slab_adopt(struct mb_slab *s, struct mb_theap *h);
+
+/* With no lock held: collect the remote frees of abandoned slabs, give
+ * the entirely free ones back to the buddy, and the kernel the free pages
+ * of sparse ones, at most `budget` pages. Returns the pages released;
+ * *failed counts refused releases. */
+size_t mb_slab_purge_abandoned(size_t budget, unsigned *failed);
+/* Release the pages of s on which every object is free, at most budget;
+ * the caller keeps the owner from allocating from s meanwhile. */
+size_t mb_slab_release_free_pages(struct mb_slab *s, size_t budget, unsigned *failed);
+
+/* Around fork: every abandoned list's lock. */
 void mb_slab_fork_prepare(void);
 void mb_slab_fork_parent(void);
 void mb_slab_fork_child(void);

@@ -2,7 +2,7 @@
 #include "stats_snapshot.h"
 #include "metadata.h"
 #include "out.h"
-#include "tcache.h"
+#include "theap.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +54,7 @@ static uint64_t read_peak_rss(void)
 static uint64_t live_now(void)
 {
 	struct mb_counts c;
-	mb_tcache_sum_counts(&c);
+	mb_theap_sum_counts(&c);
 	return c.alloc_bytes > c.freed_bytes ? c.alloc_bytes - c.freed_bytes : 0;
 }
 
@@ -95,8 +95,7 @@ static void since_fork(struct mb_snapshot *s)
 	s->forked_from = since.forked_from;
 }
 
-/* What the heap holds and has counted, under its lock; allocations
- * folded from slab keys to types. */
+/* What the heap holds and has counted. */
 static void read_heap(struct mb_snapshot *s)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
@@ -115,7 +114,6 @@ static void read_heap(struct mb_snapshot *s)
 	s->pb_high = b->pb_high;
 	s->global_resident = b->nr_dirty;
 	s->count = b->count;
-	mb_tcache_sum_counts(&s->counts);
 	s->pages_allocated = b->pages_allocated;
 	s->slab_pages = mb_heap.slab_pages;
 	s->large_objects = mb_heap.large_objects;
@@ -128,11 +126,9 @@ static void read_heap(struct mb_snapshot *s)
 	 * pageblocks has one, at its head). */
 	s->meta_bytes = mb_meta_resident() + b->nr_records * b->pb_pages * sizeof(struct mb_page);
 	mb_heap_unlock();
-	/* Allocations are counted per slab key; the report shows types. */
-	for (int k = MB_NTYPES; k < MB_NKEYS; k++) {
-		s->counts.mallocs[mb_key_type(k)] += s->counts.mallocs[k];
-		s->counts.mallocs[k] = 0;
-	}
+	/* The list of thread heaps is taken before the heap lock, never
+	 * inside it. */
+	mb_theap_sum_counts(&s->counts);
 }
 
 void mb_stats_snapshot(struct mb_snapshot *s)

@@ -1,5 +1,5 @@
 /* The state of the calling thread that the fast paths read, in one
- * initial-exec TLS block: malloc's classification and its thread cache,
+ * initial-exec TLS block: malloc's classification and its thread heap,
  * and free, all start from one thread-pointer offset. */
 #ifndef MB_THREAD_H
 #define MB_THREAD_H
@@ -12,16 +12,16 @@
  * countdown to the next sample is per thread. */
 #define MB_SAMPLE_PERIOD 512
 
-struct mb_tcache;
+struct mb_theap;
 
 struct mb_thread {
-	struct mb_tcache *fast;   /* the cache the inline fast paths use: tc, or
-				   * NULL with canaries (MBUDDY_CHECK=1), whose
+	struct mb_theap *fast;    /* the heap the inline fast paths use: heap,
+				   * or NULL with canaries (MBUDDY_CHECK=1), whose
 				   * checks live on the general paths */
-	struct mb_tcache *tc;     /* NULL until the first small allocation, and after exit */
+	struct mb_theap *heap;    /* NULL until the first small allocation, and after exit */
 	int32_t sample_countdown; /* allocations until the next classification sample */
 	int32_t type_hint;        /* -1, or the type set with mbuddy_set_thread_type() */
-	int32_t tc_busy;          /* set while the cache is being created or torn down */
+	int32_t heap_busy;        /* set while the heap is being created or torn down */
 };
 
 extern __thread struct mb_thread mb_self MB_TLS;

@@ -42,7 +42,7 @@
 #include "init.h"
 #include "metadata.h"
 #include "region.h"
-#include "tcache.h"
+#include "theap.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -399,7 +399,7 @@ static void first_metadata_faults(void)
 	void *p = hide(mb_malloc(64, MB_KERNNORCLM));
 	REQUIRE(faults_now() - f0 == 2, "%lu faults injected by the first small malloc, want 2", faults_now() - f0);
 	REQUIRE(!p && errno == ENOMEM, "malloc(64) = %p errno %d without any metadata", p, errno);
-	REQUIRE(mb_self.tc == NULL, "a thread cache exists though its mmap failed");
+	REQUIRE(mb_self.heap == NULL, "a thread cache exists though its mmap failed");
 	REQUIRE(nr_global() == mb_heap.buddy.nblocks, "the slab's pageblock was not given back");
 	check_heap("after the first metadata faults");
 	/* One more failure: no cache, but the slab is made - the object comes
@@ -407,11 +407,11 @@ static void first_metadata_faults(void)
 	mb_os_inject_fault(MB_FAULT_RESERVE, 0, 1);
 	p = hide(mb_malloc(64, MB_KERNNORCLM));
 	REQUIRE(p != NULL, "malloc(64) failed when only the thread cache could not be made");
-	REQUIRE(mb_self.tc == NULL, "a thread cache exists though its mmap failed");
+	REQUIRE(mb_self.heap == NULL, "a thread cache exists though its mmap failed");
 	struct objs o = { 0 };
 	objs_push(&o, p, 64);
 	REQUIRE(fill(&o, 64, MB_KERNNORCLM, 100) == 100, "malloc(64) once the faults are over");
-	REQUIRE(mb_self.tc != NULL, "no thread cache once mmap works again");
+	REQUIRE(mb_self.heap != NULL, "no thread cache once mmap works again");
 	objs_free_all(&o, "first metadata faults");
 	expect_empty("after the first metadata faults");
 	say("metadata: thread cache and first slab descriptor mmaps failed: %lu faults survived", faults_now() - f0);
@@ -489,10 +489,10 @@ static void *thread_body(void *arg)
 	(void)arg;
 	struct objs o = { 0 };
 	REQUIRE(fill(&o, 64, MB_USERRCLM, 1) == 1, "thread: first malloc(64) without a cache");
-	REQUIRE(mb_self.tc == NULL, "thread: a cache exists though its mmap failed");
+	REQUIRE(mb_self.heap == NULL, "thread: a cache exists though its mmap failed");
 	REQUIRE(fill(&o, 64, MB_USERRCLM, 500) == 500, "thread: malloc(64) once mmap works again");
 	REQUIRE(fill(&o, 1000, MB_KERNRCLM, 100) == 100, "thread: malloc(1000)");
-	REQUIRE(mb_self.tc != NULL, "thread: still no cache once mmap works again");
+	REQUIRE(mb_self.heap != NULL, "thread: still no cache once mmap works again");
 	thread_allocs = o.n;
 	objs_free_all(&o, "thread");
 	return NULL;
@@ -506,8 +506,8 @@ static void thread_cache_fault(void)
 	 * arena's bump space, until it must grow (one mmap failure is used up
 	 * doing so): the new thread's cache needs a fresh chunk. */
 	mb_free(hide(mb_malloc(64, MB_KERNNORCLM)), "free");
-	REQUIRE(mb_self.tc != NULL, "the main thread has no cache");
-	size_t tc_bytes = sizeof(*mb_self.tc);
+	REQUIRE(mb_self.heap != NULL, "the main thread has no cache");
+	size_t tc_bytes = sizeof(*mb_self.heap);
 	REQUIRE(tc_bytes <= MB_META_MAX, "a thread cache of %zu bytes", tc_bytes);
 	enum { MAXB = 1024 };
 	static void *held[MAXB];

@@ -65,7 +65,7 @@
 #include "options.h"
 #include "region.h"
 #include "slab.h"
-#include "tcache.h"
+#include "theap.h"
 
 #define NSLOTS 256
 #define FULL_LIMIT ((size_t)64 << 10) /* objects up to this are filled whole */
@@ -355,9 +355,9 @@ NOCOV static void check_heap(const char *when, int contents)
 				snprintf(err, sizeof err, "live object %p lies in a global pageblock", (void *)s->p);
 				rc = -1;
 			} else if (m->kind == MB_KIND_SLAB) {
-				uint32_t k;
-				struct mb_slab *sl = mb_slab_of(m, s->p, &k);
-				if (!sl || sl->state[k] != MB_OBJ_ALLOCATED || sl->size != s->usable + extra) {
+				struct mb_slab *sl = mb_slab_of_page(m);
+				long k = sl ? mb_slab_index(sl, s->p) : -1;
+				if (k < 0 || mb_slab_is_free(sl, (uint32_t)k) || sl->size != s->usable + extra) {
 					snprintf(err, sizeof err, "live small object %p: slab record disagrees", (void *)s->p);
 					rc = -1;
 				}
@@ -669,7 +669,7 @@ static void end_of_input(void)
 	struct mb_counts c;
 	size_t nr_global = b->nr_global, nblocks = b->nblocks, pages = b->pages_allocated, dirty = b->nr_dirty;
 	uint64_t slab_pages = mb_heap.slab_pages, large = mb_heap.large_objects;
-	mb_tcache_sum_counts(&c);
+	mb_theap_sum_counts(&c);
 	mb_heap_unlock();
 	REQUIRE(pages == 0, "%zu pages still allocated with no live object", pages);
 	REQUIRE(slab_pages == 0 && large == 0, "%llu slab pages and %llu large objects left with no live object",

@@ -74,9 +74,11 @@ static void *take(size_t bytes)
 	return p;
 }
 
+/* A free as alloc.c makes it: the pages back, then the purge told. */
 static void give(void *p)
 {
 	mb_large_free(p, &B->pages[mb_buddy_page_index(B, p)]);
+	mb_purge_maybe();
 }
 
 /* Wait up to ms for the queue of `queued` pageblocks to empty; none may

@@ -99,7 +99,7 @@ TEST(sizes)
 	unsigned char *p[N];
 	size_t total = 0;
 	for (int i = 0; i < N; i++) {
-		int key = (i % MB_LANES) << MB_LANE_SHIFT | i % MB_NTYPES;
+		int key = i % MB_NTYPES;
 		p[i] = alloc_ok(sizes[i], 0, key, 0);
 		memset(p[i], i + 1, sizes[i]);
 		total += pages_of(sizes[i]);
@@ -116,7 +116,7 @@ TEST(sizes)
 	all_back();
 }
 
-/* Pages have types, not lanes: every key of a type gives the same type. */
+/* Every key gives its pages its type. */
 TEST(keys_give_types)
 {
 	heap();

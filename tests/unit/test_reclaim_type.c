@@ -1,6 +1,6 @@
 /* The reclaim types (reclaim_type.c): the patch's names, their aliases and
  * the extra words rules accept, parsed from a length-delimited piece of a
- * longer string; slab keys split into a type and a lane. */
+ * longer string; slab keys are types. */
 #include "config.h"
 #include "harness.h"
 #include "reclaim_type.h"
@@ -75,23 +75,14 @@ TEST(unknown_words)
 			FAIL("mb_type_parse(\"%s\") = %d, want -1", bad[i], parse(bad[i]));
 }
 
-/* A slab key is a type in the low bits and a lane above: every
- * combination has a key of its own and gives both back. */
+/* A slab key is a reclaim type: every type has a key of its own, and
+ * bits above the type are not part of it (classification's flags). */
 TEST(slab_keys)
 {
-	ASSERT_EQ(MB_NKEYS, MB_LANES << MB_LANE_SHIFT);
-	ASSERT_GE(1 << MB_LANE_SHIFT, MB_NTYPES);
-	int seen[MB_NKEYS] = { 0 };
-	for (int lane = 0; lane < MB_LANES; lane++)
-		for (int t = 0; t < MB_NTYPES; t++) {
-			int key = lane << MB_LANE_SHIFT | t;
-			ASSERT_LT(key, MB_NKEYS);
-			ASSERT_EQ(mb_key_type(key), t);
-			ASSERT_EQ(mb_key_lane(key), lane);
-			ASSERT_EQ(seen[key], 0);
-			seen[key] = 1;
-		}
-	/* Bits above the key are not part of it. */
-	ASSERT_EQ(mb_key_lane(MB_NKEYS | 2 << MB_LANE_SHIFT | MB_USERRCLM), 2);
-	ASSERT_EQ(mb_key_type(MB_NKEYS | 2 << MB_LANE_SHIFT | MB_USERRCLM), MB_USERRCLM);
+	ASSERT_EQ(MB_NKEYS, MB_NTYPES);
+	ASSERT_GE(MB_KEY_MASK + 1, MB_NTYPES);
+	for (int t = 0; t < MB_NTYPES; t++)
+		ASSERT_EQ(mb_key_type(t), t);
+	ASSERT_EQ(mb_key_type(0x100 | MB_USERRCLM), MB_USERRCLM);
+	ASSERT_LT(MB_DEFAULT_TYPE, MB_NTYPES);
 }

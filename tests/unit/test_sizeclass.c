@@ -70,9 +70,10 @@ TEST(slab_geometry)
 		ASSERT_EQ(ci->nobj, bytes / ci->size);
 		ASSERT_LE((size_t)ci->nobj * ci->size, bytes);
 		ASSERT_LE(ci->nobj, UINT16_MAX); /* struct mb_slab counts objects in 16 bits */
-		/* Enough objects for a thread-cache batch. */
+		/* Enough objects for a burst; whole buddy blocks. */
 		ASSERT_GE(ci->nobj, ci->size <= 256 ? 16u : ci->size <= 2048 ? 8u : 4u);
-		ASSERT_GT(ci->tcache_cap, 0);
+		ASSERT_EQ(ci->slab_pages & (ci->slab_pages - 1), 0);
+		ASSERT_LE(ci->slab_pages, MB_SLAB_MAX_PAGES);
 	}
 }
 

@@ -1,0 +1,607 @@
+#include "config.h"
+#include "theap.h"
+#include "metadata.h"
+#include "options.h"
+#include "report.h"
+
+#include <string.h>
+
+/* Every heap, in use or kept for the next thread, under this lock. */
+static struct mb_theap *all_heaps;
+static struct mb_lock heaps_lock = MB_LOCK_INITIALIZER_RECURSIVE("heaps");
+/* What the heaps of exited threads counted, and frees by threads that had
+ * none: added atomically, read under the list's lock. */
+static struct mb_class_counts exited;
+
+/* Threads with no heap of their own share this one, under orphan_lock. */
+static struct mb_theap orphan;
+static int orphan_ready;
+static struct mb_lock orphan_lock = MB_LOCK_INITIALIZER_RECURSIVE("orphan");
+
+/* ---- lists ---- */
+
+static void q_push(struct mb_slabq *q, struct mb_slab *s, int list)
+{
+	__atomic_store_n(&s->list, (uint8_t)list, __ATOMIC_RELAXED);
+	s->prev = NULL;
+	s->next = q->head;
+	if (q->head)
+		q->head->prev = s;
+	q->head = s;
+	q->n++;
+}
+
+static void q_unlink(struct mb_slabq *q, struct mb_slab *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		q->head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	q->n--;
+	__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+}
+
+/* Whether another thread freed objects of s since the owner last looked. */
+static int remote_pending(const struct mb_slab *s)
+{
+	if (__atomic_load_n(&s->has_remote, __ATOMIC_SEQ_CST))
+		return 1;
+	for (unsigned k = 0; k < s->nwords; k++)
+		if (__atomic_load_n(&s->remote[k], __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* s, on no list, goes on the full list; but if another thread freed into
+ * it meanwhile, on the partial one. A remote free looks at the list after
+ * setting its bit (slab.c), this looks at the bits after setting the
+ * list: one of the two sees the other, so no freed object is stranded on
+ * a list the owner does not allocate from. */
+static void park_full(struct mb_theap *h, struct mb_slab *s)
+{
+	struct mb_slabq *full = &h->full[s->key][s->sclass];
+	mb_lock_acquire(&h->lock);
+	q_push(full, s, MB_SLAB_FULL);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (remote_pending(s)) {
+		q_unlink(full, s);
+		q_push(&h->partial[s->key][s->sclass], s, MB_SLAB_PARTIAL);
+	}
+	mb_lock_release(&h->lock);
+}
+
+/* With h's lock held: s (on no list) is the bin's current slab. The owner
+ * writes its pages again, so none counts as handed back. */
+static void make_current(struct mb_theap *h, struct mb_slab *s)
+{
+	__atomic_store_n(&s->list, MB_SLAB_CURRENT, __ATOMIC_RELAXED);
+	s->released = 0;
+	h->bin[s->key][s->sclass].cur = s;
+}
+
+/* Full slabs of (key, c) that other threads freed into go to the partial
+ * list; they said so with the bin's revive flag. */
+static void revive(struct mb_theap *h, int key, unsigned c)
+{
+	__atomic_store_n(&h->revive[key][c], 0, __ATOMIC_SEQ_CST);
+	struct mb_slabq *full = &h->full[key][c];
+	mb_lock_acquire(&h->lock);
+	struct mb_slab *next;
+	for (struct mb_slab *s = full->head; s; s = next) {
+		next = s->next;
+		if (remote_pending(s)) {
+			q_unlink(full, s);
+			q_push(&h->partial[key][c], s, MB_SLAB_PARTIAL);
+		}
+	}
+	mb_lock_release(&h->lock);
+}
+
+/* ---- allocation ---- */
+
+#define PARTIAL_SCAN 8
+
+/* With h's lock held: the fullest of the first few partial slabs of
+ * (key, c), unlinked; NULL if none. */
+static struct mb_slab *take_partial(struct mb_theap *h, int key, unsigned c)
+{
+	struct mb_slabq *q = &h->partial[key][c];
+	struct mb_slab *best = NULL;
+	unsigned seen = 0;
+	for (struct mb_slab *s = q->head; s && seen < PARTIAL_SCAN; s = s->next, seen++)
+		if (!best || s->used > best->used)
+			best = s;
+	if (best)
+		q_unlink(q, best);
+	return best;
+}
+
+/* A slab of (key, c) with a free object, made current: a partial one
+ * (survivors gather in the fullest), an abandoned one, a new one. */
+static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c)
+{
+	if (__atomic_load_n(&h->revive[key][c], __ATOMIC_RELAXED))
+		revive(h, key, c);
+	for (;;) {
+		mb_lock_acquire(&h->lock);
+		struct mb_slab *s = take_partial(h, key, c);
+		mb_lock_release(&h->lock);
+		if (!s)
+			break;
+		if (mb_slab_find_free(s) || (mb_slab_collect(s) && mb_slab_find_free(s))) {
+			mb_lock_acquire(&h->lock);
+			make_current(h, s);
+			mb_lock_release(&h->lock);
+			return s;
+		}
+		park_full(h, s);
+	}
+	struct mb_slab *s;
+	while ((s = mb_slab_adopt_any(key, c, h)) != NULL) {
+		if (mb_slab_find_free(s)) {
+			mb_lock_acquire(&h->lock);
+			make_current(h, s);
+			mb_lock_release(&h->lock);
+			return s;
+		}
+		park_full(h, s);
+	}
+	s = mb_slab_create(key, c, h);
+	if (s) {
+		mb_lock_acquire(&h->lock);
+		make_current(h, s);
+		mb_lock_release(&h->lock);
+	}
+	return s;
+}
+
+void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
+{
+	struct mb_bin *bin = &h->bin[key][c];
+	struct mb_slab *s = bin->cur;
+	if (s != &mb_slab_none && !mb_slab_find_free(s) &&
+	    !(__atomic_load_n(&s->has_remote, __ATOMIC_RELAXED) && mb_slab_collect(s) && mb_slab_find_free(s))) {
+		/* Exhausted: parked until frees come back to it. */
+		mb_lock_acquire(&h->lock);
+		bin->cur = &mb_slab_none;
+		__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+		mb_lock_release(&h->lock);
+		park_full(h, s);
+		s = &mb_slab_none;
+	}
+	if (s == &mb_slab_none && (s = next_slab(h, key, c)) == NULL)
+		return NULL;
+	void *p = mb_slab_pop(s);
+	bin->nalloc++;
+	bin->req += n;
+	mb_theap_tick(h);
+	return p;
+}
+
+/* ---- free ---- */
+
+void mb_theap_freed(struct mb_theap *h, struct mb_slab *s)
+{
+	if (s->list == MB_SLAB_FULL) {
+		mb_lock_acquire(&h->lock);
+		q_unlink(&h->full[s->key][s->sclass], s);
+		q_push(&h->partial[s->key][s->sclass], s, MB_SLAB_PARTIAL);
+		mb_lock_release(&h->lock);
+	}
+	if (s->used == 0 && s->list == MB_SLAB_PARTIAL) {
+		/* Entirely free and not being allocated from: its pages go
+		 * back to the buddy, where they merge with their buddies. */
+		mb_lock_acquire(&h->lock);
+		q_unlink(&h->partial[s->key][s->sclass], s);
+		mb_lock_release(&h->lock);
+		mb_slab_destroy(s);
+	}
+	mb_theap_tick(h);
+}
+
+/* Object i of s, owned by h (whose owner or lock the caller is). */
+static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
+{
+	struct mb_slab_word *w = &s->w[i >> 6];
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	if ((w->free | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit)
+		mb_fatal_pointer("free", "double free detected", p);
+	/* A sample: the caller told classification (alloc.c). */
+	if (w->sampled & bit)
+		mb_word_store(&w->sampled, w->sampled & ~bit);
+	mb_word_store(&w->free, w->free | bit);
+	s->used--;
+	h->bin[s->key][s->sclass].nfree++;
+	if (s->list == MB_SLAB_FULL || (s->used == 0 && s->list != MB_SLAB_CURRENT))
+		mb_theap_freed(h, s);
+}
+
+void mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
+{
+	struct mb_theap *o = mb_slab_owner(s);
+	if (o == h && h) {
+		free_owned(h, s, i, p);
+		return;
+	}
+	if (o == &orphan && h != &orphan) {
+		/* Nobody collects the orphan heap's remote frees: its
+		 * objects are freed as its owner, under its lock. */
+		mb_orphan_free(s, i, p);
+		return;
+	}
+	if (!o && h && mb_slab_adopt(s, h)) {
+		/* Its owner has exited: this thread takes it over. */
+		mb_lock_acquire(&h->lock);
+		q_push(&h->partial[s->key][s->sclass], s, MB_SLAB_PARTIAL);
+		mb_lock_release(&h->lock);
+		free_owned(h, s, i, p);
+		return;
+	}
+	int key = s->key, c = s->sclass;
+	if (mb_slab_free_remote(s, i, p) && o)
+		__atomic_store_n(&o->revive[key][c], 1, __ATOMIC_RELAXED);
+	/* s may be gone already: only what was read before is used. */
+	if (h)
+		h->bin[key][c].nfree++;
+	else
+		__atomic_fetch_add(&exited.nfree[key][c], 1, __ATOMIC_RELAXED);
+}
+
+/* ---- heaps without a thread ---- */
+
+static void heap_init(struct mb_theap *h)
+{
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++)
+			h->bin[k][c].cur = &mb_slab_none;
+	mb_lock_init(&h->lock, "theap", 0);
+}
+
+static void orphan_ready_locked(void)
+{
+	if (orphan_ready)
+		return;
+	heap_init(&orphan);
+	orphan.in_use = 1;
+	orphan.flushed_ms = mb_now_ms();
+	orphan_ready = 1;
+	mb_lock_acquire(&heaps_lock);
+	orphan.next = all_heaps;
+	if (all_heaps)
+		all_heaps->prev = &orphan;
+	all_heaps = &orphan;
+	mb_lock_release(&heaps_lock);
+}
+
+void *mb_orphan_alloc(int key, unsigned c, size_t n)
+{
+	mb_lock_acquire(&orphan_lock);
+	orphan_ready_locked();
+	void *p = mb_theap_pop(&orphan, key, c, n);
+	if (!p)
+		p = mb_theap_alloc_slow(&orphan, key, c, n);
+	mb_lock_release(&orphan_lock);
+	return p;
+}
+
+void mb_orphan_free(struct mb_slab *s, uint32_t i, void *p)
+{
+	if (mb_slab_owner(s) != &orphan) {
+		mb_theap_free(NULL, s, i, p);
+		return;
+	}
+	mb_lock_acquire(&orphan_lock);
+	if (mb_slab_owner(s) == &orphan)
+		free_owned(&orphan, s, i, p);
+	else
+		mb_theap_free(NULL, s, i, p);
+	mb_lock_release(&orphan_lock);
+}
+
+/* ---- life of a heap ---- */
+
+struct mb_theap *mb_theap_create(void)
+{
+	struct mb_theap *h = NULL;
+	mb_lock_acquire(&heaps_lock);
+	for (struct mb_theap *x = all_heaps; x; x = x->next)
+		if (!x->in_use) {
+			h = x;
+			h->in_use = 1;
+			break;
+		}
+	mb_lock_release(&heaps_lock);
+	if (!h) {
+		mb_heap_lock();
+		h = mb_meta_alloc(sizeof(*h));
+		mb_heap_unlock();
+		if (!h)
+			return NULL;
+		heap_init(h);
+		h->in_use = 1;
+		mb_lock_acquire(&heaps_lock);
+		h->next = all_heaps;
+		if (all_heaps)
+			all_heaps->prev = h;
+		all_heaps = h;
+		mb_lock_release(&heaps_lock);
+	}
+	h->flushed_ms = mb_now_ms();
+	return h;
+}
+
+/* A slab its owner lets go of: back to the buddy if nothing in it lives,
+ * else abandoned. */
+static void let_go(struct mb_slab *s)
+{
+	mb_slab_collect(s);
+	if (s->used == 0)
+		mb_slab_destroy(s);
+	else
+		mb_slab_abandon(s);
+}
+
+/* With h's lock held: every slab of h let go of. */
+static void let_go_all(struct mb_theap *h)
+{
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			struct mb_bin *bin = &h->bin[k][c];
+			if (bin->cur != &mb_slab_none) {
+				struct mb_slab *s = bin->cur;
+				bin->cur = &mb_slab_none;
+				__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+				let_go(s);
+			}
+			struct mb_slab *s;
+			while ((s = h->partial[k][c].head) != NULL) {
+				q_unlink(&h->partial[k][c], s);
+				let_go(s);
+			}
+			while ((s = h->full[k][c].head) != NULL) {
+				q_unlink(&h->full[k][c], s);
+				let_go(s);
+			}
+			h->revive[k][c] = 0;
+		}
+}
+
+/* Into the totals of exited threads, and zeroed for the next thread. */
+static void fold_counters(struct mb_theap *h)
+{
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			struct mb_bin *bin = &h->bin[k][c];
+			__atomic_fetch_add(&exited.nalloc[k][c], bin->nalloc, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&exited.nfree[k][c], bin->nfree, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&exited.req[k][c], bin->req, __ATOMIC_RELAXED);
+			bin->nalloc = bin->nfree = bin->req = 0;
+		}
+	for (int k = 0; k < MB_NKEYS; k++)
+		mb_counts_add(mb_heap.counts.mallocs[k], h->counts.mallocs[k]);
+	mb_counts_add(mb_heap.counts.frees, h->counts.frees);
+	mb_counts_add(mb_heap.counts.alloc_bytes, h->counts.alloc_bytes);
+	mb_counts_add(mb_heap.counts.freed_bytes, h->counts.freed_bytes);
+	mb_counts_add(mb_heap.counts.live_requested, h->counts.live_requested);
+	memset(&h->counts, 0, sizeof h->counts);
+}
+
+void mb_theap_destroy(struct mb_theap *h)
+{
+	mb_runcache_flush(h);
+	mb_lock_acquire(&h->lock);
+	let_go_all(h);
+	mb_lock_release(&h->lock);
+	mb_lock_acquire(&heaps_lock);
+	fold_counters(h);
+	h->in_use = 0;
+	mb_lock_release(&heaps_lock);
+}
+
+void mb_theap_tick(struct mb_theap *h)
+{
+	if (++h->slow_calls & 63)
+		return;
+	uint64_t now = mb_now_ms();
+	if (now - h->flushed_ms < 2 * mb_purge_period_ms())
+		return;
+	h->flushed_ms = now;
+	/* Runs no allocation asked for lately, of a size or type the
+	 * thread's sites no longer get, say. */
+	mb_runcache_flush(h);
+}
+
+/* With h's lock held: the slabs of q that other threads emptied, to the
+ * buddy. */
+static int give_back_emptied(struct mb_slabq *q)
+{
+	int any = 0;
+	struct mb_slab *next;
+	for (struct mb_slab *s = q->head; s; s = next) {
+		next = s->next;
+		if (!remote_pending(s) || (mb_slab_collect(s), s->used))
+			continue;
+		q_unlink(q, s);
+		mb_slab_destroy(s);
+		any = 1;
+	}
+	return any;
+}
+
+int mb_theap_give_back(struct mb_theap *h)
+{
+	int any = mb_runcache_flush(h) != 0;
+	mb_lock_acquire(&h->lock);
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			struct mb_bin *bin = &h->bin[k][c];
+			struct mb_slab *s = bin->cur;
+			if (s != &mb_slab_none && remote_pending(s))
+				mb_slab_collect(s);
+			if (s != &mb_slab_none && !s->used) {
+				bin->cur = &mb_slab_none;
+				__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+				mb_slab_destroy(s);
+				any = 1;
+			}
+			any |= give_back_emptied(&h->partial[k][c]);
+			any |= give_back_emptied(&h->full[k][c]);
+		}
+	mb_lock_release(&h->lock);
+	return any;
+}
+
+int mb_orphan_give_back(void)
+{
+	mb_lock_acquire(&orphan_lock);
+	int any = orphan_ready && mb_theap_give_back(&orphan);
+	mb_lock_release(&orphan_lock);
+	return any;
+}
+
+/* ---- purge ---- */
+
+/* At most a quarter of the objects in use: worth the system calls. */
+static int sparse(const struct mb_slab *s)
+{
+	return __atomic_load_n(&s->used, __ATOMIC_RELAXED) * 4u <= s->nobj;
+}
+
+static size_t release_list(struct mb_slabq *q, size_t budget, unsigned *failed)
+{
+	size_t released = 0;
+	for (struct mb_slab *s = q->head; s && released < budget && !*failed; s = s->next)
+		if (sparse(s))
+			released += mb_slab_release_free_pages(s, budget - released, failed);
+	return released;
+}
+
+size_t mb_theap_purge(size_t budget, unsigned *failed)
+{
+	size_t released = 0;
+	*failed = 0;
+	mb_lock_acquire(&heaps_lock);
+	for (struct mb_theap *h = all_heaps; h && released < budget && !*failed; h = h->next) {
+		if (!h->in_use || mb_lock_try(&h->lock) != 0)
+			continue;
+		/* Not the current slabs: their owner allocates from them
+		 * without the lock. The others change hands under it. */
+		for (int k = 0; k < MB_NKEYS; k++)
+			for (unsigned c = 0; c < MB_NCLASSES; c++) {
+				released += release_list(&h->partial[k][c], budget - released, failed);
+				released += release_list(&h->full[k][c], budget - released, failed);
+			}
+		mb_lock_release(&h->lock);
+	}
+	mb_lock_release(&heaps_lock);
+	return released;
+}
+
+/* ---- counters ---- */
+
+static void add_classes(struct mb_class_counts *out, const struct mb_class_counts *in)
+{
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			out->nalloc[k][c] += __atomic_load_n(&in->nalloc[k][c], __ATOMIC_RELAXED);
+			out->nfree[k][c] += __atomic_load_n(&in->nfree[k][c], __ATOMIC_RELAXED);
+			out->req[k][c] += __atomic_load_n(&in->req[k][c], __ATOMIC_RELAXED);
+		}
+}
+
+static void add_bins(struct mb_class_counts *out, const struct mb_theap *h)
+{
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			const struct mb_bin *bin = &h->bin[k][c];
+			out->nalloc[k][c] += __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED);
+			out->nfree[k][c] += __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED);
+			out->req[k][c] += __atomic_load_n(&bin->req, __ATOMIC_RELAXED);
+		}
+}
+
+static void counts_read(struct mb_counts *to, const struct mb_counts *from)
+{
+	for (int k = 0; k < MB_NKEYS; k++)
+		to->mallocs[k] += __atomic_load_n(&from->mallocs[k], __ATOMIC_RELAXED);
+	to->frees += __atomic_load_n(&from->frees, __ATOMIC_RELAXED);
+	to->alloc_bytes += __atomic_load_n(&from->alloc_bytes, __ATOMIC_RELAXED);
+	to->freed_bytes += __atomic_load_n(&from->freed_bytes, __ATOMIC_RELAXED);
+	to->live_requested += __atomic_load_n(&from->live_requested, __ATOMIC_RELAXED);
+}
+
+void mb_theap_sum_classes(struct mb_class_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	mb_lock_acquire(&heaps_lock);
+	add_classes(out, &exited);
+	for (struct mb_theap *h = all_heaps; h; h = h->next)
+		if (h->in_use)
+			add_bins(out, h);
+	mb_lock_release(&heaps_lock);
+}
+
+void mb_theap_sum_counts(struct mb_counts *out)
+{
+	static struct mb_class_counts cc; /* under the list's lock: large */
+	memset(out, 0, sizeof(*out));
+	mb_lock_acquire(&heaps_lock);
+	memset(&cc, 0, sizeof cc);
+	add_classes(&cc, &exited);
+	counts_read(out, &mb_heap.counts);
+	for (struct mb_theap *h = all_heaps; h; h = h->next)
+		if (h->in_use) {
+			add_bins(&cc, h);
+			counts_read(out, &h->counts);
+		}
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			uint64_t size = mb_classes[c].size;
+			out->mallocs[k] += cc.nalloc[k][c];
+			out->frees += cc.nfree[k][c];
+			out->alloc_bytes += cc.nalloc[k][c] * size;
+			out->freed_bytes += cc.nfree[k][c] * size;
+		}
+	mb_lock_release(&heaps_lock);
+}
+
+/* ---- fork ---- */
+
+void mb_theap_fork_prepare(void)
+{
+	mb_lock_acquire(&orphan_lock);
+	mb_lock_acquire(&heaps_lock);
+	for (struct mb_theap *h = all_heaps; h; h = h->next)
+		mb_lock_acquire(&h->lock);
+}
+
+void mb_theap_fork_parent(void)
+{
+	for (struct mb_theap *h = all_heaps; h; h = h->next)
+		mb_lock_release(&h->lock);
+	mb_lock_release(&heaps_lock);
+	mb_lock_release(&orphan_lock);
+}
+
+void mb_theap_fork_child(void)
+{
+	mb_lock_after_fork_child(&orphan_lock, 1);
+	mb_lock_after_fork_child(&heaps_lock, 1);
+	for (struct mb_theap *h = all_heaps; h; h = h->next)
+		mb_lock_after_fork_child(&h->lock, 0);
+	/* Only the forking thread lives on: the other threads' slabs are
+	 * abandoned, for the child's threads to adopt, and their heaps kept
+	 * for reuse. Their run caches are lost, as their objects are. */
+	struct mb_theap *self = mb_self.heap;
+	for (struct mb_theap *h = all_heaps; h; h = h->next) {
+		if (!h->in_use || h == self || h == &orphan)
+			continue;
+		let_go_all(h);
+		fold_counters(h);
+		memset(&h->runs, 0, sizeof h->runs);
+		h->in_use = 0;
+	}
+}

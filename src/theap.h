@@ -1,0 +1,176 @@
+/* Thread heaps: each thread allocates small objects from slabs it owns,
+ * one current slab per (slab key, size class), and frees into them, with
+ * no atomic operation and no lock (the free fast path of alloc.h). An
+ * object of another thread's slab goes back with one atomic OR on that
+ * slab (slab.h), which its owner collects when its current slab runs dry.
+ *
+ * Besides its current slabs a heap keeps, per (key, class), the slabs it
+ * owns with free objects (partial) and without (full). Those lists are
+ * guarded by the heap's lock, which the owner takes only when a slab
+ * changes lists, another thread only to move a full slab it freed into to
+ * the partial list, and the purge to hand back the free pages of sparse
+ * partial slabs (a slab the owner may allocate from is never touched).
+ * When a thread exits, its slabs with live objects are abandoned (slab.h)
+ * and its heap is kept for the next thread: nothing is unmapped, so a
+ * thread that still holds a pointer to it never reads freed memory.
+ *
+ * Lock order: the orphan heap's lock, the list of heaps, heap locks (in
+ * list order), the abandoned lists' locks, the heap lock of heap.h. */
+#ifndef MB_THEAP_H
+#define MB_THEAP_H
+
+#include "compiler.h"
+#include "heap.h"
+#include "lockstat.h"
+#include "runcache.h"
+#include "sizeclass.h"
+#include "slab.h"
+#include "thread.h"
+
+/* One (key, class) of a heap: what the fast paths touch. */
+struct mb_bin {
+	struct mb_slab *cur; /* never NULL: mb_slab_none when there is none */
+	uint64_t nalloc;     /* objects handed out */
+	uint64_t req;        /* bytes asked for, for the rounding estimate */
+	uint64_t nfree;      /* objects this thread freed, whoever owns them */
+};
+
+struct mb_slabq {
+	struct mb_slab *head;
+	uint32_t n;
+};
+
+struct mb_theap {
+	struct mb_bin bin[MB_NKEYS][MB_NCLASSES];
+	struct mb_counts counts;   /* large objects (small ones: the bins) */
+	uint32_t slow_calls;       /* slow paths since the last look at the clock */
+	uint64_t flushed_ms;       /* when the run cache was last given back */
+	struct mb_lock lock;       /* the lists, and which slab is current */
+	struct mb_slabq partial[MB_NKEYS][MB_NCLASSES];
+	struct mb_slabq full[MB_NKEYS][MB_NCLASSES];
+	/* Set by another thread that freed into a full slab of (key, class):
+	 * the owner moves such slabs to the partial list. */
+	uint8_t revive[MB_NKEYS][MB_NCLASSES] __attribute__((aligned(64)));
+	struct mb_theap *next, *prev; /* every heap, in use or kept for reuse */
+	int in_use;
+	struct mb_runcache runs;   /* freed page runs of up to MB_RUN_MAX */
+};
+
+/* This thread's heap is mb_self.heap; mb_self.heap_busy is set while it is
+ * being created or torn down (thread.h); init.c decides when. */
+
+/* A heap for a new thread (a kept one, or a new one); NULL without memory. */
+struct mb_theap *mb_theap_create(void);
+/* At thread exit: slabs with live objects abandoned, the others and the
+ * run cache given back, counters kept; the heap is kept for reuse. */
+void mb_theap_destroy(struct mb_theap *h);
+
+/* Allocate n bytes of class c for key when the current slab's word is
+ * empty: the next free word, remote frees, a partial slab, an abandoned
+ * one, a new one. NULL (errno untouched) when the heap is full. */
+void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n);
+/* After a free fast path left s entirely free or took it off the full
+ * list: its lists, or the buddy. */
+void mb_theap_freed(struct mb_theap *h, struct mb_slab *s);
+/* Free object i (at p) of s, which h (this thread's, or NULL) may not
+ * own; everything the fast path left to the general path: samples,
+ * another owner's slabs, abandoned ones, double frees. Counted in h. A
+ * sample must have been reported to classification first: once the
+ * object is free, its owner may hand it out and sample it again. */
+void mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
+
+/* The heap of threads that have none (before their set-up, while it runs,
+ * after their exit): used under its own lock, taken by these two. */
+void *mb_orphan_alloc(int key, unsigned c, size_t n);
+void mb_orphan_free(struct mb_slab *s, uint32_t i, void *p);
+/* mb_theap_give_back() of the orphan heap. */
+int mb_orphan_give_back(void);
+
+/* Every slow path: once in a while, time-based work (the run cache). */
+void mb_theap_tick(struct mb_theap *h);
+/* Give back what h (the caller's) holds that nothing uses: the run
+ * cache, and slabs left entirely free, by the owner or by other threads.
+ * Returns 1 if anything went. */
+int mb_theap_give_back(struct mb_theap *h);
+
+/* With no lock held: the free pages of sparse partial slabs of every
+ * heap, at most budget (a heap whose owner holds its lock is skipped).
+ * Returns pages released; *failed counts refused releases. */
+size_t mb_theap_purge(size_t budget, unsigned *failed);
+
+/* Every counter of the process: exited threads' and every live heap's.
+ * Small objects count in alloc_bytes/freed_bytes/mallocs as usable sizes. */
+void mb_theap_sum_counts(struct mb_counts *out);
+/* Per (key, class): objects allocated and freed, bytes asked for, summed
+ * over every heap, live and exited. */
+struct mb_class_counts {
+	uint64_t nalloc[MB_NKEYS][MB_NCLASSES];
+	uint64_t nfree[MB_NKEYS][MB_NCLASSES];
+	uint64_t req[MB_NKEYS][MB_NCLASSES];
+};
+void mb_theap_sum_classes(struct mb_class_counts *out);
+/* Around fork: every heap's lock; in the child only the forking thread's
+ * heap lives on, the others' slabs are abandoned. */
+void mb_theap_fork_prepare(void);
+void mb_theap_fork_parent(void);
+void mb_theap_fork_child(void);
+
+/* ---- inline, for the fast paths ---- */
+
+/* An object of class c for key from h's current slab, or NULL when its
+ * word is empty. */
+static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t n)
+{
+	struct mb_bin *bin = &h->bin[key][c];
+	struct mb_slab *s = bin->cur;
+	struct mb_slab_word *w = &s->w[s->cursor];
+	uint64_t f = w->free;
+	if (mb_unlikely(f == 0))
+		return NULL;
+	mb_word_store(&w->free, f & (f - 1));
+	s->used++;
+	bin->nalloc++;
+	bin->req += n;
+	return (void *)(s->start + ((uintptr_t)s->cursor * 64 + (unsigned)__builtin_ctzll(f)) * s->size);
+}
+
+/* The slab of p if p lies in a slab page, else NULL. */
+static inline struct mb_slab *mb_theap_slab_of(const void *p)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	uintptr_t off = (uintptr_t)p - b->base;
+	if (mb_unlikely(off >= mb_heap.region_bytes))
+		return NULL;
+	const struct mb_page *m = &b->pages[off >> MB_PAGE_SHIFT];
+	if (mb_unlikely(m->kind != MB_KIND_SLAB))
+		return NULL;
+	return m->user.ptr;
+}
+
+/* Free p if it is a live object, not a sample, of a slab h (or NULL)
+ * owns: its bit set, no lock, nothing written to user memory. Returns 0
+ * when p needs the general path (which also catches NULL, foreign
+ * pointers and double frees), 1 when done, 2 when done and the slab *sp
+ * must change lists (mb_theap_freed). */
+static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp)
+{
+	struct mb_slab *s = mb_theap_slab_of(p);
+	if (mb_unlikely(s == NULL || h == NULL || s->owner != h))
+		return 0;
+	uintptr_t off = (uintptr_t)p - s->start;
+	uint32_t i = (uint32_t)(((uint64_t)off * s->magic) >> 32);
+	struct mb_slab_word *w = &s->w[i >> 6];
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	/* Past the last object the sampled bits are set: no bounds test. */
+	if (mb_unlikely((uintptr_t)i * s->size != off || ((w->free | w->sampled) & bit) ||
+			(s->has_remote && (__atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED) & bit))))
+		return 0;
+	mb_word_store(&w->free, w->free | bit);
+	s->used--;
+	h->bin[s->key][s->sclass].nfree++;
+	*sp = s;
+	/* A current slab that empties stays: it is being allocated from. */
+	return mb_unlikely(s->list == MB_SLAB_FULL || (s->used == 0 && s->list != MB_SLAB_CURRENT)) ? 2 : 1;
+}
+
+#endif
