@@ -197,6 +197,7 @@ static int kick(uint64_t due)
 
 void mb_purge_maybe(void)
 {
+	mb_purge_offset();
 	uint64_t due = mb_purge_next_due();
 	if (due != UINT64_MAX && kick(due))
 		return;

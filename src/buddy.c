@@ -384,19 +384,28 @@ static void trim_range(struct mb_buddy *b, size_t idx, size_t end, int owner)
 	}
 }
 
+/* Clean pages handed out while freed memory waits on a purge queue: the
+ * heap grows beside idle memory it did not reuse (mb_buddy.fresh_pages). */
+static void note_fresh(struct mb_buddy *b, size_t clean)
+{
+	if (clean && b->oldest != UINT64_MAX)
+		b->fresh_pages += clean;
+}
+
 /* Mark [idx, idx+n), inside one pageblock with records, allocated;
  * returns 1 when every page was still zero. */
 static int claim_pages(struct mb_buddy *b, size_t idx, size_t n)
 {
-	int zero = 1;
+	size_t clean = 0;
 	b->pb_flags[idx >> b->pb_order] |= MB_PBF_DIRTY;
 	for (size_t i = idx; i < idx + n; i++) {
 		struct mb_page *p = &b->pages[i];
-		zero &= !(p->flags & MB_PGF_DIRTY);
+		clean += !(p->flags & MB_PGF_DIRTY);
 		p->flags = MB_PGF_DIRTY;
 		p->state = MB_PG_TAIL;
 	}
-	return zero;
+	note_fresh(b, clean);
+	return clean == n;
 }
 
 static void account_pages(struct mb_buddy *b, size_t idx, size_t n, int sign)
@@ -511,6 +520,8 @@ static long rmqueue(struct mb_buddy *b, unsigned order, int type)
 static int take_covered(struct mb_buddy *b, size_t pb, int type)
 {
 	int clean = !(b->pb_flags[pb] & MB_PBF_DIRTY);
+	if (clean)
+		note_fresh(b, b->pb_pages);
 	global_take(b, pb, type);
 	records_clear(b, pb);
 	b->pb_flags[pb] |= MB_PBF_DIRTY;
@@ -1019,6 +1030,8 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	size_t total = sz_pages + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + sz_time + 64 * 8;
 	total = (total + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1);
 	char *m = mb_os_reserve(total, MB_PAGE_SIZE);
+	if (m)
+		mb_os_set_use(m, MB_USE_PAGES);
 	if (!m) {
 		errno = ENOMEM;
 		return -1;

@@ -136,6 +136,8 @@ struct mb_buddy {
 	struct mb_buddy_counters count;
 
 	uint64_t clock; /* caller's clock, stamped on pageblocks as they idle */
+	uint64_t fresh_pages; /* clean pages handed out while freed memory was
+			       * queued for release (purge.h, mb_purge_offset) */
 	int (*release)(void *addr, size_t len);
 
 	size_t meta_bytes; /* size of the metadata reservation */

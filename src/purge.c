@@ -121,6 +121,37 @@ size_t mb_purge(int force)
 	return total + batches(force);
 }
 
+/* Fresh pages (buddy.h) already matched by a release. */
+static uint64_t fresh_matched;
+
+/* Below this many fresh pages, no system call is worth it. */
+#define OFFSET_MIN_PAGES 64
+/* Pages released per call at most: the caller is an allocation. */
+#define OFFSET_BUDGET 1024
+
+void mb_purge_offset(void)
+{
+	uint64_t fresh = __atomic_load_n(&mb_heap.buddy.fresh_pages, __ATOMIC_RELAXED);
+	uint64_t matched = __atomic_load_n(&fresh_matched, __ATOMIC_RELAXED);
+	if (fresh - matched < OFFSET_MIN_PAGES)
+		return;
+	if (__atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST) == UINT64_MAX) {
+		/* Nothing idle: the heap grows because the program's data do. */
+		__atomic_store_n(&fresh_matched, fresh, __ATOMIC_RELAXED);
+		return;
+	}
+	if (mb_lock_try(&purge_lock) != 0)
+		return;
+	uint64_t want = fresh - fresh_matched;
+	if (want > OFFSET_BUDGET)
+		want = OFFSET_BUDGET;
+	/* Oldest first, whatever its age: memory the heap did not reuse
+	 * when it needed memory is memory it is not about to reuse. */
+	batch(UINT64_MAX, (size_t)want);
+	__atomic_store_n(&fresh_matched, fresh_matched + want, __ATOMIC_RELAXED);
+	mb_lock_release(&purge_lock);
+}
+
 unsigned long long mb_purge_next_due(void)
 {
 	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);

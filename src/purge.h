@@ -39,6 +39,15 @@ void mb_purge_step(unsigned long long due);
  * released. Waits for a purge in flight elsewhere. */
 size_t mb_purge(int force);
 
+/* The heap grows only at the cost of what is idle: the pages the buddy
+ * handed out clean (faulted in by the program) since the last call are
+ * matched by as many pages of the free memory queued for release, oldest
+ * first, released now rather than after the decay time. Free memory the
+ * heap could not use for a request (holes too small, in pageblocks of
+ * another type) would otherwise stay resident beside the new memory.
+ * Call with no allocator lock held. */
+void mb_purge_offset(void);
+
 /* When the oldest queued memory becomes due, on mb_now_ms()'s clock, or
  * UINT64_MAX when nothing is queued. */
 unsigned long long mb_purge_next_due(void);
