@@ -17,6 +17,7 @@
 #include "init.h"
 #include "mbuddy.h"
 #include "modules.h"
+#include "site_unload.h"
 #include "report.h"
 #include "theap.h"
 
@@ -257,7 +258,7 @@ EXPORT int dlclose(void *handle)
 	int known = mb_classify_ready && mb_modules_take(&before) == 0;
 	int rc = real_dlclose(handle);
 	if (rc == 0 && mb_classify_ready)
-		mb_classify_code_unmapped(known ? &before : NULL);
+		mb_sites_code_unmapped(known ? &before : NULL);
 	if (known)
 		mb_modules_drop(&before);
 	return rc;

@@ -2,6 +2,8 @@
 #ifndef MB_RECLAIM_TYPE_H
 #define MB_RECLAIM_TYPE_H
 
+#include <stdint.h>
+
 enum mb_type {
 	MB_KERNNORCLM = 0, /* long-lived or never freed ("pinned") */
 	MB_KERNRCLM = 1,   /* medium-lived, freed in bulk later ("cache") */
@@ -15,15 +17,25 @@ enum mb_type {
  * to die together later (cache) is set apart. */
 #define MB_DEFAULT_TYPE MB_USERRCLM
 
-/* Small objects are filed under a slab key: the reclaim type. Slabs of
- * different keys never share a page. A call site gets a key of its own
- * only on evidence (classify.c); until then it has the default type, the
- * one every allocation has with classification off, so that a heap with
- * no evidence is placed exactly as an untyped one. */
-#define MB_TYPE_MASK 0x3
-#define MB_NKEYS MB_NTYPES
-#define MB_KEY_MASK MB_TYPE_MASK
-static inline int mb_key_type(int key) { return key & MB_TYPE_MASK; }
+/* Small objects are filed under a slab key, and slabs of different keys
+ * never share a page. Keys 0-2 are the three types themselves: what the
+ * typed API, the thread hints and the rules ask for, and (key
+ * MB_DEFAULT_TYPE) everything without evidence, which is everything with
+ * classification off, so that a heap with no evidence is placed exactly
+ * as an untyped one. The keys above are lanes: classification gives one
+ * to a call site whose objects clearly outlive the rest and are numerous
+ * enough to fill slabs of their own (classify.c), so that its objects
+ * gather apart from the others; a lane's type is its site's and may
+ * change as the site's evidence does. */
+#define MB_NKEYS 16
+#define MB_FIRST_LANE MB_NTYPES
+#define MB_KEY_MASK 0xf
+extern uint8_t mb_lane_type[MB_NKEYS];
+static inline int mb_key_type(int key)
+{
+	key &= MB_KEY_MASK;
+	return key < MB_FIRST_LANE ? key : __atomic_load_n(&mb_lane_type[key], __ATOMIC_RELAXED);
+}
 
 /* Patch names, used in every report so kernel people recognise them. */
 extern const char *const mb_type_names[MB_NTYPES];

@@ -310,8 +310,10 @@ static unsigned long faults_now(void)
 static void init_child(int scenario)
 {
 	mb_os_inject_fault(MB_FAULT_RESERVE, scenario == 2 ? 1 : scenario == 3 ? 2 : 0,
-			   scenario == 0 ? 1 : scenario == 1 ? 1000 : scenario == 2 ? 1 : 4);
+			   scenario == 0 ? 1 : scenario == 1 ? 1000 : scenario == 2 ? 1 : 1000);
 	int rc = mb_process_init();
+	if (scenario == 3) /* every table of classification failed; no more */
+		mb_os_inject_fault(MB_FAULT_RESERVE, 0, 0);
 	switch (scenario) {
 	case 0: /* the region: the first try fails, half the size is taken */
 		REQUIRE(rc == 0, "heap failed after one failed region mmap");

@@ -75,14 +75,21 @@ TEST(unknown_words)
 			FAIL("mb_type_parse(\"%s\") = %d, want -1", bad[i], parse(bad[i]));
 }
 
-/* A slab key is a reclaim type: every type has a key of its own, and
- * bits above the type are not part of it (classification's flags). */
+/* Keys 0-2 are the types themselves; the keys above are lanes, typed as
+ * classification says (the default until then); bits above a key (the
+ * classifier's flags) are not part of it. */
 TEST(slab_keys)
 {
-	ASSERT_EQ(MB_NKEYS, MB_NTYPES);
-	ASSERT_GE(MB_KEY_MASK + 1, MB_NTYPES);
+	ASSERT_GE(MB_NKEYS, MB_FIRST_LANE + 1);
+	ASSERT_EQ(MB_FIRST_LANE, MB_NTYPES);
+	ASSERT_GE(MB_KEY_MASK + 1, MB_NKEYS);
 	for (int t = 0; t < MB_NTYPES; t++)
 		ASSERT_EQ(mb_key_type(t), t);
+	for (int k = MB_FIRST_LANE; k < MB_NKEYS; k++)
+		ASSERT_EQ(mb_key_type(k), MB_DEFAULT_TYPE);
+	mb_lane_type[MB_FIRST_LANE] = MB_KERNNORCLM;
+	ASSERT_EQ(mb_key_type(MB_FIRST_LANE), MB_KERNNORCLM);
+	ASSERT_EQ(mb_key_type(0x100 | MB_FIRST_LANE), MB_KERNNORCLM);
+	mb_lane_type[MB_FIRST_LANE] = MB_DEFAULT_TYPE;
 	ASSERT_EQ(mb_key_type(0x100 | MB_USERRCLM), MB_USERRCLM);
-	ASSERT_LT(MB_DEFAULT_TYPE, MB_NTYPES);
 }

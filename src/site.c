@@ -1,0 +1,245 @@
+#include "config.h"
+#include "site.h"
+#include "lockstat.h"
+#include "region.h"
+
+#include <string.h>
+
+/* Fewer samples than this decide nothing. */
+#define MIN_EVIDENCE 8
+/* A site is set apart only if its live objects would fill slabs of their
+ * own: a lane for less would hold partly used slabs of its own in every
+ * size class and thread, for nothing. */
+#define SET_APART_BYTES ((int64_t)256 << 10)
+
+/* Slots by hash; records in the order made, so that the pages they use
+ * are as many as the sites need, not one per site. */
+struct mb_site_slot *mb_site_slots;
+static struct mb_site_slot *slots[2];
+static struct mb_site *records; /* both tables' */
+static size_t nused;
+/* Recursive: fork's prepare handler holds it while others may allocate. */
+static struct mb_lock site_lock = MB_LOCK_INITIALIZER_RECURSIVE("sites");
+/* The site each lane was given to, or NULL. */
+static struct mb_site *lane_owner[MB_NKEYS];
+
+int mb_sites_init(void)
+{
+	for (int t = 0; t < 2; t++) {
+		if (!(slots[t] = mb_os_reserve_records((size_t)MB_SITE_CAP * sizeof(struct mb_site_slot), NULL)))
+			return -1;
+		mb_os_set_use(slots[t], MB_USE_SITES);
+	}
+	records = mb_os_reserve_records(2 * (size_t)MB_SITE_CAP * sizeof(struct mb_site), NULL);
+	if (!records)
+		return -1;
+	mb_os_set_use(records, MB_USE_SITES);
+	__atomic_store_n(&mb_site_slots, slots[MB_SITES_DIRECT], __ATOMIC_RELEASE);
+	return 0;
+}
+
+void mb_site_lock(void)
+{
+	mb_lock_acquire(&site_lock);
+}
+
+void mb_site_unlock(void)
+{
+	mb_lock_release(&site_lock);
+}
+
+struct mb_site *mb_site_lookup(enum mb_site_table t, uintptr_t key)
+{
+	uint32_t h = mb_site_hash(key);
+	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
+		struct mb_site_slot *sl = &slots[t][(h + i) & (MB_SITE_CAP - 1)];
+		uintptr_t k = atomic_load_explicit(&sl->key, memory_order_acquire);
+		if (k == key)
+			return &records[sl->site];
+		if (k == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+struct mb_site *mb_site_insert_locked(enum mb_site_table t, uintptr_t key, int *created)
+{
+	*created = 0;
+	uint32_t h = mb_site_hash(key);
+	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
+		struct mb_site_slot *sl = &slots[t][(h + i) & (MB_SITE_CAP - 1)];
+		uintptr_t k = atomic_load_explicit(&sl->key, memory_order_relaxed);
+		if (k == key)
+			return &records[sl->site];
+		if (k != 0)
+			continue;
+		struct mb_site *s = &records[nused];
+		s->slot = sl;
+		s->lane = -1;
+		s->is_deep = t == MB_SITES_DEEP;
+		if (!s->is_deep) {
+			/* Its own return address heads its stack, unwound or not. */
+			s->frames[0] = (void *)key;
+			s->nframes = 1;
+		}
+		sl->site = (uint32_t)nused++;
+		atomic_store_explicit(&sl->slab_key, MB_DEFAULT_TYPE, memory_order_relaxed);
+		atomic_store_explicit(&sl->flags, MB_SITE_LEARNING, memory_order_relaxed);
+		atomic_store_explicit(&s->learn_left, MB_LEARN_SAMPLES, memory_order_relaxed);
+		*created = 1;
+		/* Published last: a reader that finds the key finds the rest. */
+		atomic_store_explicit(&sl->key, key, memory_order_release);
+		return s;
+	}
+	return NULL; /* table full around this key: the site stays unseen */
+}
+
+size_t mb_site_count_locked(void)
+{
+	return nused;
+}
+
+struct mb_site *mb_site_nth_locked(size_t i)
+{
+	return &records[i];
+}
+
+uint32_t mb_site_index(const struct mb_site *s)
+{
+	return (uint32_t)(s - records);
+}
+
+/* ---- keys ---- */
+
+static void set_key(struct mb_site *s, int key)
+{
+	atomic_store_explicit(&s->slot->slab_key, (uint8_t)key, memory_order_relaxed);
+}
+
+/* s gets a lane of its own, typed `type`; with every lane taken, the key
+ * of its type, shared. */
+static void set_apart(struct mb_site *s, int type)
+{
+	if (s->lane < 0) {
+		for (int k = MB_FIRST_LANE; k < MB_NKEYS; k++)
+			if (!lane_owner[k]) {
+				lane_owner[k] = s;
+				s->lane = (int8_t)k;
+				break;
+			}
+	}
+	if (s->lane >= 0) {
+		__atomic_store_n(&mb_lane_type[s->lane], (uint8_t)type, __ATOMIC_RELAXED);
+		set_key(s, s->lane);
+	} else {
+		set_key(s, type);
+	}
+}
+
+static void back_to_default(struct mb_site *s)
+{
+	if (s->lane >= 0) {
+		/* Its slabs keep the key; a site set apart later shares
+		 * them until they drain. */
+		lane_owner[s->lane] = NULL;
+		s->lane = -1;
+	}
+	set_key(s, MB_DEFAULT_TYPE);
+}
+
+static int set_apart_now(const struct mb_site *s)
+{
+	return mb_site_key(s) != MB_DEFAULT_TYPE;
+}
+
+static int32_t evidence(const struct mb_site *s)
+{
+	return s->n_short + s->n_medium + s->n_lasting + s->n_old + s->n_prior_old;
+}
+
+/* A return address is a wrapper when the callers behind it (its deep
+ * sites) that have evidence get different types; its allocations then
+ * take the slow path, where the frames above it find their deep site.
+ * Otherwise every caller gets the site's own key, and the fast path gives
+ * it. */
+static void check_wrapper_locked(struct mb_site *parent)
+{
+	int differs = 0, seen = -1;
+	for (int i = 0; i < parent->ndeep && !differs; i++) {
+		const struct mb_site *d = &records[parent->deep[i]];
+		if (evidence(d) < MIN_EVIDENCE)
+			continue;
+		differs = seen >= 0 && mb_site_type(d) != seen;
+		seen = mb_site_type(d);
+	}
+	if (differs)
+		atomic_fetch_or(&parent->slot->flags, MB_SITE_WRAPPER);
+	else
+		atomic_fetch_and(&parent->slot->flags, (uint8_t)~MB_SITE_WRAPPER);
+}
+
+void mb_site_decide_locked(struct mb_site *s)
+{
+	if (s->n_short + s->n_medium > 256) {
+		s->n_short /= 2;
+		s->n_medium /= 2;
+	}
+	int32_t old = s->n_old + s->n_prior_old;
+	int32_t lasting = s->n_medium + s->n_lasting + old, total = s->n_short + lasting;
+	if (total >= MIN_EVIDENCE && !(mb_site_flags(s) & MB_SITE_PINNED)) {
+		/* Clearly lasting: three in four samples outlived the young
+		 * threshold. A site apart stays apart while that holds, even
+		 * when its volume falls (a cache between two fills). Its
+		 * type: pinned once more of its samples are old than were
+		 * freed late, a cache before that. */
+		if (4 * lasting >= 3 * total && (set_apart_now(s) || s->live_estimate >= SET_APART_BYTES))
+			set_apart(s, old > s->n_medium ? MB_KERNNORCLM : MB_KERNRCLM);
+		else if (2 * s->n_short > total && set_apart_now(s))
+			back_to_default(s);
+	}
+	if (s->parent)
+		check_wrapper_locked(s->parent);
+}
+
+void mb_site_set_type_locked(struct mb_site *s, int type)
+{
+	if (type == MB_DEFAULT_TYPE)
+		back_to_default(s);
+	else
+		set_apart(s, type);
+	if (s->parent)
+		check_wrapper_locked(s->parent);
+}
+
+void mb_site_pin_locked(struct mb_site *s, int type)
+{
+	back_to_default(s);
+	set_key(s, type);
+	atomic_store(&s->slot->flags, MB_SITE_PINNED);
+}
+
+void mb_site_forget_locked(struct mb_site *s)
+{
+	s->n_short = s->n_medium = s->n_prior_old = 0; /* live samples keep their counts */
+	s->pkey = 0;
+	back_to_default(s);
+	atomic_store(&s->learn_left, MB_LEARN_SAMPLES);
+	atomic_store(&s->slot->flags, MB_SITE_LEARNING);
+}
+
+/* ---- fork ---- */
+
+void mb_sites_fork_prepare(void)
+{
+	mb_lock_acquire(&site_lock);
+}
+
+void mb_sites_fork_parent(void)
+{
+	mb_lock_release(&site_lock);
+}
+
+void mb_sites_fork_child(void)
+{
+	mb_lock_after_fork_child(&site_lock, 1);
+}
