@@ -34,6 +34,24 @@ struct mbuddy_type_stats {
 	unsigned long long objects;    /* malloc-level allocations of this type */
 };
 
+/* Where the resident memory of the process is, in bytes: the parts add
+ * up to `resident` (see "Where the resident memory is" in STATISTICS of
+ * libmbuddy(3)). */
+struct mbuddy_account {
+	unsigned long long resident;
+	unsigned long long small_requested, small_rounding; /* live small objects */
+	unsigned long long large_requested, large_rounding; /* live large objects */
+	unsigned long long slab_free;        /* free objects in slabs, of which: */
+	unsigned long long slab_free_current, slab_free_partial, slab_free_full, slab_free_abandoned;
+	unsigned long long slab_tail;        /* slabs past their last object */
+	unsigned long long run_cache;        /* runs cached by threads */
+	unsigned long long free_pages;       /* free, not yet returned to the kernel */
+	unsigned long long metadata;         /* the allocator's own mappings */
+	unsigned long long file_backed;      /* not heap: program and libraries */
+	unsigned long long main_stack;
+	unsigned long long other_anonymous;
+};
+
 /* New fields are only ever added at the end: a program reads the
  * statistics with the size of the structure it was built with
  * (mbuddy_stats_read), so a library with more fields writes only what the
@@ -58,6 +76,8 @@ struct mbuddy_stats {
 	unsigned long long peak_resident_bytes;  /* high-water mark of RSS */
 	unsigned long long peak_live_bytes;      /* highest live_bytes sampled */
 	int served;        /* 0: the process's malloc is not libmbuddy's */
+	struct mbuddy_account account;         /* now */
+	struct mbuddy_account account_at_peak; /* when RSS last rose a tenth; zero if never taken */
 };
 
 /* Fill *st, of `size` bytes (pass sizeof *st), with a snapshot of the

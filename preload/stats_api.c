@@ -11,8 +11,30 @@
 #include "init.h"
 #include "mbuddy.h"
 #include "options.h"
+#include "account.h"
 #include "stats.h"
 #include "stats_fields.h"
+
+static void account_fill(struct mbuddy_account *to, const struct mb_account *a)
+{
+	to->resident = a->rss;
+	to->small_requested = a->small_requested;
+	to->small_rounding = a->small_rounding;
+	to->large_requested = a->large_requested;
+	to->large_rounding = a->large_rounding;
+	to->slab_free = a->slab_free;
+	to->slab_free_current = a->slab_free_where[MB_ACC_CURRENT];
+	to->slab_free_partial = a->slab_free_where[MB_ACC_PARTIAL];
+	to->slab_free_full = a->slab_free_where[MB_ACC_FULL];
+	to->slab_free_abandoned = a->slab_free_where[MB_ACC_ABANDONED];
+	to->slab_tail = a->slab_tail;
+	to->run_cache = a->run_cache;
+	to->free_pages = a->free_pages;
+	to->metadata = a->meta_rss;
+	to->file_backed = a->file_rss;
+	to->main_stack = a->stack_rss;
+	to->other_anonymous = a->anon_rss;
+}
 
 /* The whole snapshot in this library's layout. */
 static int stats_fill(struct mbuddy_stats *st)
@@ -21,7 +43,11 @@ static int stats_fill(struct mbuddy_stats *st)
 	if (mb_process_init() != 0)
 		return -1;
 	mb_stats_snapshot(&s);
+	mb_stats_take_account(&s);
 	memset(st, 0, sizeof(*st));
+	account_fill(&st->account, &s.account);
+	if (s.has_account_peak)
+		account_fill(&st->account_at_peak, &s.account_peak);
 	st->max_order = s.max_order;
 	st->pageblock_bytes = s.pb_bytes;
 	st->served = (int)s.served;
@@ -59,9 +85,10 @@ static const size_t field_end[] = {
 	END(buddy_allocated_bytes), END(live_bytes), END(released_bytes),
 	END(global_free_pageblocks), END(global_resident_pageblocks), END(global_steals),
 	END(global_refills), END(mallocs), END(frees), END(types), END(unusable_free_space),
-	END(fragmentation_index), END(peak_resident_bytes), END(peak_live_bytes), END(served),
+	END(fragmentation_index), END(peak_resident_bytes), END(peak_live_bytes), END(served), END(account),
+	END(account_at_peak),
 };
-_Static_assert(sizeof(struct mbuddy_stats) - END(served) < _Alignof(struct mbuddy_stats),
+_Static_assert(sizeof(struct mbuddy_stats) - END(account_at_peak) < _Alignof(struct mbuddy_stats),
 	       "the last field of struct mbuddy_stats is not the last of field_end[]");
 
 /* The structure of the first release, which programs built with it pass

@@ -27,6 +27,8 @@ int mb_heap_init(void)
 	size_t pb_bytes = (size_t)1 << (mb_opt.max_order - 1 + MB_PAGE_SHIFT);
 	size_t got;
 	void *base = mb_os_reserve_region(mb_opt.heap_size, 2 * pb_bytes, pb_bytes, &got);
+	if (base)
+		mb_os_set_use(base, MB_USE_HEAP);
 	if (!base) {
 		mb_warn("cannot reserve a heap region of %zu MiB or any smaller size; every allocation will fail",
 			mb_opt.heap_size >> 20);

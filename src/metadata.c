@@ -77,6 +77,8 @@ static void set_bits(uint64_t *m, size_t i, size_t n, int on)
 static struct meta_chunk *chunk_new(void)
 {
 	struct meta_chunk *c = mb_os_reserve(CHUNK, CHUNK);
+	if (c)
+		mb_os_set_use(c, MB_USE_ARENA);
 	if (!c)
 		return NULL;
 	mapped += CHUNK;

@@ -44,6 +44,66 @@ size_t mb_os_page_size(void)
 	return page;
 }
 
+/* Every mapping this library made and still has, so that the report can
+ * tell the allocator's own memory from the program's. A spin lock: the
+ * table is touched at each reservation only. */
+#define MAX_MAPPINGS 1024
+static struct mb_os_mapping mappings[MAX_MAPPINGS];
+static size_t nmappings, mappings_lost;
+static _Atomic int mappings_busy;
+
+static void mappings_lock(void)
+{
+	while (atomic_exchange_explicit(&mappings_busy, 1, memory_order_acquire))
+		;
+}
+
+static void mappings_unlock(void)
+{
+	atomic_store_explicit(&mappings_busy, 0, memory_order_release);
+}
+
+static void mapping_add(uintptr_t lo, size_t size)
+{
+	mappings_lock();
+	if (nmappings < MAX_MAPPINGS)
+		mappings[nmappings++] = (struct mb_os_mapping){ lo, lo + size, MB_USE_OTHER };
+	else
+		mappings_lost++;
+	mappings_unlock();
+}
+
+static void mapping_remove(uintptr_t lo)
+{
+	mappings_lock();
+	for (size_t i = 0; i < nmappings; i++)
+		if (mappings[i].lo == lo) {
+			mappings[i] = mappings[--nmappings];
+			break;
+		}
+	mappings_unlock();
+}
+
+void mb_os_set_use(void *p, int use)
+{
+	mappings_lock();
+	for (size_t i = 0; i < nmappings; i++)
+		if (mappings[i].lo == (uintptr_t)p)
+			mappings[i].use = use;
+	mappings_unlock();
+}
+
+size_t mb_os_mappings(struct mb_os_mapping *out, size_t max, size_t *lost)
+{
+	mappings_lock();
+	size_t n = nmappings < max ? nmappings : max;
+	for (size_t i = 0; i < n; i++)
+		out[i] = mappings[i];
+	*lost = mappings_lost + (nmappings - n);
+	mappings_unlock();
+	return n;
+}
+
 void *mb_os_reserve(size_t size, size_t align)
 {
 	if (fault_now(MB_FAULT_RESERVE)) {
@@ -70,6 +130,7 @@ void *mb_os_reserve(size_t size, size_t align)
 		munmap(p, head);
 	if (tail)
 		munmap((char *)start + size, tail);
+	mapping_add(start, size);
 	return (void *)start;
 }
 
@@ -86,6 +147,7 @@ void *mb_os_reserve_records(size_t n, size_t *bytes)
 
 void mb_os_unreserve(void *p, size_t size)
 {
+	mapping_remove((uintptr_t)p);
 	munmap(p, size);
 }
 

@@ -21,6 +21,26 @@ void *mb_os_reserve(size_t size, size_t align);
 void *mb_os_reserve_records(size_t n, size_t *bytes);
 /* Return a reservation (tests only; the heap lives as long as the process). */
 void mb_os_unreserve(void *p, size_t size);
+
+/* The mappings reserved and not given back, [lo, hi): up to max into out;
+ * *lost counts those that did not fit or were never recorded. */
+struct mb_os_mapping {
+	uintptr_t lo, hi;
+	int use; /* enum mb_os_use */
+};
+/* What a mapping holds, for the report's account. */
+enum mb_os_use {
+	MB_USE_OTHER,   /* anything not said */
+	MB_USE_HEAP,    /* the heap region */
+	MB_USE_PAGES,   /* the buddy's page records and bitmaps */
+	MB_USE_ARENA,   /* the metadata arena: slab descriptors, thread heaps */
+	MB_USE_SITES,   /* classification's call-site tables */
+	MB_USE_SAMPLES, /* classification's sample table */
+	MB_USE_COUNT
+};
+/* Say what the mapping at p (as mb_os_reserve returned it) holds. */
+void mb_os_set_use(void *p, int use);
+size_t mb_os_mappings(struct mb_os_mapping *out, size_t max, size_t *lost);
 /* Give the pages back to the kernel; they read as zero when next touched.
  * Returns 0 on success; -1 (EINVAL, nothing changed) for a range that is
  * not made of whole pages of the system, which stays resident. */

@@ -1,6 +1,8 @@
 #include "config.h"
 #include "stats.h"
 #include "classify.h"
+#include "site_report.h"
+#include "stats_account.h"
 #include "fragmentation.h"
 #include "stats_fields.h"
 #include "lockstat.h"
@@ -192,6 +194,9 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s, int trigge
 		   (double)s->region_bytes / (1 << 20), s->nblocks, s->pb_bytes >> 10, s->max_order,
 		   mb_opt.classify ? "auto" : "off");
 
+	if (s->has_account)
+		mb_stats_write_account_text(o, &s->account, s->has_account_peak ? &s->account_peak : NULL);
+
 	mb_out_str(o, "Memory\n");
 	write_text_fields(o, s, MB_BLOCK_MEMORY);
 	mb_out_str(o, "\n");
@@ -258,7 +263,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s, int trigge
 	mb_out_str(o, "\n\n");
 
 	write_locks(o, 0);
-	mb_classify_write_sites(o, 0);
+	mb_site_report_write(o, 0);
 }
 
 static void json_u64_array(struct mb_out *o, const uint64_t *v, unsigned n)
@@ -326,6 +331,8 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s, int trigge
 	}
 	mb_out_str(o, "],");
 	write_json_fields(o, s);
+	if (s->has_account)
+		mb_stats_write_account_json(o, &s->account, s->has_account_peak ? &s->account_peak : NULL);
 
 	mb_out_str(o, "\"fragmentation\":{");
 	for (size_t i = 0; i < mb_stats_nindices; i++) {
@@ -338,7 +345,7 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s, int trigge
 
 	write_locks(o, 1);
 	mb_out_str(o, "\"sites\":[");
-	mb_classify_write_sites(o, 1);
+	mb_site_report_write(o, 1);
 	mb_out_str(o, "],");
 
 	size_t npb = 0, map_bytes = 0;
@@ -359,6 +366,7 @@ static int write_report(int fd, int format, int trigger)
 	static struct mb_snapshot snap;
 	mb_out_init(&out, fd);
 	mb_stats_snapshot(&snap);
+	mb_stats_take_account(&snap);
 	if (format == MB_STATS_JSON)
 		write_json(&out, &snap, trigger);
 	else

@@ -75,6 +75,7 @@ void mb_stats_sample_peak(void)
 							 __ATOMIC_RELAXED))
 		return;
 	raise_peak(live_now());
+	mb_account_watch_peak();
 }
 
 static void since_fork(struct mb_snapshot *s)
@@ -129,6 +130,12 @@ static void read_heap(struct mb_snapshot *s)
 	/* The list of thread heaps is taken before the heap lock, never
 	 * inside it. */
 	mb_theap_sum_counts(&s->counts);
+	/* Allocations are counted per slab key; the report shows types (a
+	 * lane's as it is now). */
+	for (int k = MB_FIRST_LANE; k < MB_NKEYS; k++) {
+		s->counts.mallocs[mb_key_type(k)] += s->counts.mallocs[k];
+		s->counts.mallocs[k] = 0;
+	}
 }
 
 void mb_stats_snapshot(struct mb_snapshot *s)
@@ -150,6 +157,13 @@ void mb_stats_snapshot(struct mb_snapshot *s)
 	s->served = !served_not;
 	s->foreign_symbol = foreign_symbol;
 	s->foreign_object = foreign_object;
+}
+
+void mb_stats_take_account(struct mb_snapshot *s)
+{
+	mb_account_take(&s->account);
+	s->has_account = 1;
+	s->has_account_peak = mb_account_at_peak(&s->account_peak) == 0;
 }
 
 void mb_stats_snapshot_fork_child(void)

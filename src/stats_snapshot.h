@@ -8,6 +8,7 @@
 
 #include "buddy.h"
 #include "heap.h"
+#include "account.h"
 
 struct mb_snapshot {
 	unsigned max_order, pb_order;
@@ -36,6 +37,10 @@ struct mb_snapshot {
 	uint64_t failures;           /* buddy requests refused, all types */
 	uint64_t buddy_allocated_bytes, slab_bytes, idle_pool_bytes;
 	int64_t live_bytes;          /* usable bytes of live objects */
+	/* Where the resident set is (mb_stats_take_account), now and at the
+	 * peak; zero until taken. */
+	struct mb_account account, account_peak;
+	int has_account, has_account_peak;
 };
 
 /* Free blocks per order over all types, for the fragmentation indices: the
@@ -47,6 +52,11 @@ void mb_stats_free_blocks(const struct mb_snapshot *s, uint64_t nr[MB_MAX_ORDER_
  * calloc and realloc counts) count since the process started or, in a fork
  * child, since the fork: children do not report their parent's work again. */
 void mb_stats_snapshot(struct mb_snapshot *s);
+
+/* Add the account of the resident set to s, and the one taken at the
+ * peak if there is one: a walk over the heap and /proc/self/smaps, for
+ * the report and mbuddy_stats_read(), not for mallinfo. */
+void mb_stats_take_account(struct mb_snapshot *s);
 
 /* Sample live bytes for the peak; cheap enough for slow paths, which call
  * it through the lifecycle's deferred work. */

@@ -3,8 +3,10 @@
 check_PROGRAMS += tests/unit/test_stats_known
 tests_unit_test_stats_known_SOURCES = tests/stats/stats_known.c
 tests_unit_test_stats_known_LDADD = libmbcore.la $(LIBUNWIND_LIBS) -lpthread -ldl -lm
-TESTS += tests/stats/stats-known.test tests/stats/stats-env.test tests/stats/stats-signal.test
-EXTRA_DIST += tests/stats/stats-known.test tests/stats/stats-env.test tests/stats/stats-signal.test
+TESTS += tests/stats/stats-known.test tests/stats/stats-env.test tests/stats/stats-signal.test \
+	tests/stats/account.test
+EXTRA_DIST += tests/stats/stats-known.test tests/stats/stats-env.test tests/stats/stats-signal.test \
+	tests/stats/account.test
 
 # A program that rewrites its environment before exit (option strings are copies).
 check_PROGRAMS += tests/stats/rewrite_env

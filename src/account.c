@@ -1,0 +1,379 @@
+#include "config.h"
+#include "account.h"
+#include "heap.h"
+#include "large.h"
+#include "lockstat.h"
+#include "options.h"
+#include "out.h"
+#include "region.h"
+#include "slab.h"
+#include "theap.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- by mapping: /proc/self/smaps ---- */
+
+#define MAX_OURS 1024
+
+struct ours {
+	struct mb_os_mapping m[MAX_OURS];
+	size_t n;
+	uintptr_t heap_lo, heap_hi;
+};
+
+/* The use of our mapping overlapping [lo, hi), or -1 if none is ours. */
+static int ours_use(const struct ours *o, uintptr_t lo, uintptr_t hi)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (lo < o->m[i].hi && hi > o->m[i].lo)
+			return o->m[i].use;
+	return -1;
+}
+
+/* One mapping's header line: its range, and what its name says. */
+struct mapping {
+	uintptr_t lo, hi;
+	enum { M_HEAP, M_META, M_FILE, M_STACK, M_ANON } kind;
+	int use; /* M_META: enum mb_os_use */
+};
+
+static void parse_header(const char *line, const struct ours *o, struct mapping *m)
+{
+	unsigned long lo = 0, hi = 0;
+	sscanf(line, "%lx-%lx", &lo, &hi);
+	m->lo = lo;
+	m->hi = hi;
+	/* The name is the sixth field, if any. */
+	const char *p = line;
+	for (int f = 0; f < 5 && p; f++) {
+		p = strchr(p, ' ');
+		while (p && *p == ' ')
+			p++;
+	}
+	if (lo < o->heap_hi && hi > o->heap_lo)
+		m->kind = M_HEAP;
+	else if ((m->use = ours_use(o, lo, hi)) >= 0)
+		m->kind = M_META;
+	else if (p && *p == '/')
+		m->kind = M_FILE;
+	else if (p && strncmp(p, "[stack]", 7) == 0)
+		m->kind = M_STACK;
+	else
+		m->kind = M_ANON;
+}
+
+/* Sums the Rss of every mapping by kind. A line is read whole into a
+ * buffer on the stack, with no allocation. */
+static int read_smaps(struct mb_account *a, const struct ours *o)
+{
+	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[8192], line[512];
+	size_t ll = 0;
+	struct mapping cur = { 0, 0, M_ANON, 0 };
+	ssize_t got;
+	while ((got = read(fd, buf, sizeof buf)) > 0) {
+		for (ssize_t i = 0; i < got; i++) {
+			char ch = buf[i];
+			if (ch != '\n') {
+				if (ll < sizeof line - 1)
+					line[ll++] = ch;
+				continue;
+			}
+			line[ll] = 0;
+			ll = 0;
+			unsigned long long kib;
+			if (line[0] >= 'A' && line[0] <= 'Z') {
+				if (strncmp(line, "Rss:", 4) != 0 || sscanf(line + 4, "%llu", &kib) != 1)
+					continue;
+				uint64_t b = (uint64_t)kib << 10;
+				switch (cur.kind) {
+				case M_HEAP: a->heap_rss += b; break;
+				case M_META:
+					a->meta_rss += b;
+					a->meta_use[cur.use] += b;
+					break;
+				case M_FILE: a->file_rss += b; break;
+				case M_STACK: a->stack_rss += b; break;
+				default: a->anon_rss += b; break;
+				}
+			} else {
+				parse_header(line, o, &cur);
+			}
+		}
+	}
+	close(fd);
+	return got < 0 ? -1 : 0;
+}
+
+static uint64_t read_rss(void)
+{
+	char buf[128];
+	if (mb_read_small("/proc/self/statm", buf, sizeof buf) <= 0)
+		return 0;
+	unsigned long size, resident;
+	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
+		return 0;
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* ---- the heap region, page by page ---- */
+
+struct walk {
+	struct mb_account *a;
+	uint64_t small_live[MB_NKEYS][MB_NCLASSES];
+	unsigned char vec[1u << (MB_MAX_ORDER_MAX - 1)]; /* mincore of one pageblock */
+	size_t vec_pb;                                   /* the pageblock vec holds */
+	uint64_t walked;
+};
+
+static int resident(struct walk *w, const struct mb_buddy *b, size_t idx)
+{
+	size_t pb = idx >> b->pb_order;
+	if (pb != w->vec_pb) {
+		w->vec_pb = pb;
+		if (mincore(mb_buddy_page_addr(b, pb << b->pb_order), b->pb_pages << MB_PAGE_SHIFT, w->vec) != 0)
+			memset(w->vec, 1, b->pb_pages); /* cannot tell: counted */
+	}
+	return w->vec[idx & (b->pb_pages - 1)] & 1;
+}
+
+/* Free objects among [a, z] of s. */
+static unsigned count_free(const struct mb_slab *s, uint32_t a, uint32_t z)
+{
+	unsigned n = 0;
+	for (uint32_t k = a >> 6; k <= z >> 6; k++) {
+		uint64_t bits = mb_word_load(&s->w[k].free) | __atomic_load_n(&s->remote[k], __ATOMIC_RELAXED);
+		uint64_t lo = k == a >> 6 ? ~(uint64_t)0 << (a & 63) : ~(uint64_t)0;
+		uint64_t hi = k == z >> 6 ? ~(uint64_t)0 >> (63 - (z & 63)) : ~(uint64_t)0;
+		n += (unsigned)__builtin_popcountll(bits & lo & hi);
+	}
+	return n;
+}
+
+static enum mb_account_where where_of(const struct mb_slab *s)
+{
+	switch (__atomic_load_n(&s->list, __ATOMIC_RELAXED)) {
+	case MB_SLAB_CURRENT: return MB_ACC_CURRENT;
+	case MB_SLAB_FULL: return MB_ACC_FULL;
+	case MB_SLAB_ABANDONED: return MB_ACC_ABANDONED;
+	default: return MB_ACC_PARTIAL;
+	}
+}
+
+/* One resident page of slab s: its bytes as live objects, free objects
+ * and tail. */
+static void slab_page(struct walk *w, const struct mb_slab *s, uint32_t pg)
+{
+	struct mb_account *a = w->a;
+	uint64_t pstart = (uint64_t)pg << MB_PAGE_SHIFT, pend = pstart + MB_PAGE_SIZE;
+	uint64_t end_objs = (uint64_t)s->nobj * s->size;
+	uint64_t free_bytes = 0, live_bytes = 0;
+	if (pstart < end_objs) {
+		uint32_t first = (uint32_t)(pstart / s->size);
+		uint32_t last = (uint32_t)(((pend < end_objs ? pend : end_objs) - 1) / s->size);
+		/* The objects wholly inside the page by counting; the two that
+		 * straddle its edges by their share. */
+		for (uint32_t i = first; i <= last; i++) {
+			uint64_t os = (uint64_t)i * s->size, oe = os + s->size;
+			if (os >= pstart && oe <= pend && i != first && i != last)
+				continue;
+			uint64_t part = (oe < pend ? oe : pend) - (os > pstart ? os : pstart);
+			if (mb_slab_is_free(s, i))
+				free_bytes += part;
+			else
+				live_bytes += part;
+		}
+		if (last > first + 1) {
+			unsigned f = count_free(s, first + 1, last - 1);
+			free_bytes += (uint64_t)f * s->size;
+			live_bytes += (uint64_t)(last - first - 1 - f) * s->size;
+		}
+	}
+	uint64_t tail = MB_PAGE_SIZE - free_bytes - live_bytes;
+	int type = mb_key_type(s->key);
+	a->slab_free += free_bytes;
+	a->slab_free_where[where_of(s)] += free_bytes;
+	a->slab_free_type[type] += free_bytes;
+	a->slab_free_class[s->sclass] += free_bytes;
+	a->slab_tail += tail;
+	w->small_live[s->key & MB_KEY_MASK][s->sclass] += live_bytes;
+}
+
+/* The resident pages of the allocation whose head is idx. */
+static void allocation(struct walk *w, const struct mb_buddy *b, size_t idx)
+{
+	const struct mb_page *m = &b->pages[idx];
+	struct mb_account *a = w->a;
+	size_t np = m->npages;
+	if (m->kind == MB_KIND_SLAB) {
+		const struct mb_slab *s = m->user.ptr;
+		for (size_t i = 0; i < np; i++)
+			if (resident(w, b, idx + i)) {
+				slab_page(w, s, (uint32_t)i);
+				w->walked += MB_PAGE_SIZE;
+			}
+		return;
+	}
+	int cached = m->kind == MB_KIND_LARGE && (__atomic_load_n(&m->user16, __ATOMIC_RELAXED) & MB_LARGE_CACHED);
+	uint64_t req = m->kind == MB_KIND_LARGE && !cached ? m->user.u64 : 0;
+	for (size_t i = 0; i < np; i++) {
+		if (!resident(w, b, idx + i))
+			continue;
+		w->walked += MB_PAGE_SIZE;
+		if (cached || m->kind != MB_KIND_LARGE) {
+			/* A run a thread keeps for its next allocation (or a
+			 * record not yet written: taken for one). */
+			a->run_cache += MB_PAGE_SIZE;
+			continue;
+		}
+		uint64_t off = (uint64_t)i << MB_PAGE_SHIFT;
+		uint64_t asked = req > off ? (req - off < MB_PAGE_SIZE ? req - off : MB_PAGE_SIZE) : 0;
+		a->large_requested += asked;
+		a->large_rounding += MB_PAGE_SIZE - asked;
+	}
+}
+
+/* Free pages [idx, idx + n) still resident. */
+static void free_range(struct walk *w, const struct mb_buddy *b, size_t idx, size_t n)
+{
+	int owner = mb_buddy_pb_type(b, idx >> b->pb_order);
+	int t = owner == MB_PB_GLOBAL ? MB_NTYPES : owner;
+	for (size_t i = 0; i < n; i++)
+		if (resident(w, b, idx + i)) {
+			w->a->free_pages += MB_PAGE_SIZE;
+			w->a->free_pages_type[t] += MB_PAGE_SIZE;
+			w->walked += MB_PAGE_SIZE;
+		}
+}
+
+/* With the heap lock held. */
+static void walk_heap(struct walk *w)
+{
+	const struct mb_buddy *b = &mb_heap.buddy;
+	w->vec_pb = SIZE_MAX;
+	size_t end = b->pb_high << b->pb_order;
+	size_t idx = 0;
+	while (idx < end) {
+		size_t pb = idx >> b->pb_order;
+		if (mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL) {
+			free_range(w, b, idx, b->pb_pages);
+			idx += b->pb_pages;
+			continue;
+		}
+		const struct mb_page *m = &b->pages[idx];
+		if (m->state == MB_PG_ALLOC) {
+			allocation(w, b, idx);
+			idx += m->npages ? m->npages : 1;
+		} else if (m->state == MB_PG_FREE || m->state == MB_PG_PURGING) {
+			size_t n = (size_t)1 << m->order;
+			free_range(w, b, idx, n);
+			idx += n;
+		} else {
+			/* A page the walk cannot place (it follows a record the
+			 * checker would reject): counted as free, looked at
+			 * one page at a time. */
+			free_range(w, b, idx, 1);
+			idx++;
+		}
+	}
+}
+
+/* The bytes asked for of the small objects found live, per key and class:
+ * their share of each class's usable bytes, as in every allocation. */
+static void small_requested(struct walk *w)
+{
+	static struct mb_class_counts cc; /* under the account lock */
+	mb_theap_sum_classes(&cc);
+	struct mb_account *a = w->a;
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			uint64_t live = w->small_live[k][c];
+			if (!live)
+				continue;
+			uint64_t usable = cc.nalloc[k][c] * mb_classes[c].size;
+			uint64_t asked = usable ? (uint64_t)((double)live * ((double)cc.req[k][c] / (double)usable)) : live;
+			if (asked > live)
+				asked = live;
+			a->small_requested += asked;
+			a->small_rounding += live - asked;
+		}
+}
+
+/* One account at a time: the walk's buffers are static. */
+static struct mb_lock account_lock = MB_LOCK_INITIALIZER("account");
+static struct walk the_walk;
+static struct ours the_ours;
+
+int mb_account_take(struct mb_account *a)
+{
+	memset(a, 0, sizeof(*a));
+	mb_lock_acquire(&account_lock);
+	struct walk *w = &the_walk;
+	memset(w->small_live, 0, sizeof w->small_live);
+	w->a = a;
+	w->walked = 0;
+	mb_heap_lock();
+	walk_heap(w);
+	mb_heap_unlock();
+	small_requested(w);
+	a->heap_walked = w->walked;
+
+	struct ours *o = &the_ours;
+	size_t lost;
+	o->n = mb_os_mappings(o->m, MAX_OURS, &lost);
+	o->heap_lo = mb_heap.buddy.base;
+	o->heap_hi = mb_heap.buddy.base + mb_heap.region_bytes;
+	a->mappings_unknown = lost;
+	int rc = read_smaps(a, o);
+	mb_lock_release(&account_lock);
+	a->rss = read_rss();
+	a->taken_ms = mb_now_ms();
+	return rc;
+}
+
+/* ---- the peak ---- */
+
+static struct mb_account peak;
+static int have_peak;
+static uint64_t next_look_ms, peak_rss_seen;
+static struct mb_lock peak_lock = MB_LOCK_INITIALIZER("account peak");
+
+#define PEAK_LOOK_MS 10
+#define PEAK_STEP(r) ((r) + (r) / 10)
+#define PEAK_MIN ((uint64_t)4 << 20)
+
+void mb_account_watch_peak(void)
+{
+	if (!mb_opt.stats)
+		return;
+	uint64_t now = mb_now_ms();
+	if (now < __atomic_load_n(&next_look_ms, __ATOMIC_RELAXED) || mb_lock_try(&peak_lock) != 0)
+		return;
+	__atomic_store_n(&next_look_ms, now + PEAK_LOOK_MS, __ATOMIC_RELAXED);
+	uint64_t rss = read_rss();
+	if (rss >= PEAK_MIN && rss > PEAK_STEP(peak_rss_seen)) {
+		static struct mb_account a; /* under peak_lock */
+		if (mb_account_take(&a) == 0) {
+			peak = a;
+			have_peak = 1;
+			peak_rss_seen = a.rss;
+		}
+	}
+	mb_lock_release(&peak_lock);
+}
+
+int mb_account_at_peak(struct mb_account *a)
+{
+	mb_lock_acquire(&peak_lock);
+	int ok = have_peak;
+	if (ok)
+		*a = peak;
+	mb_lock_release(&peak_lock);
+	return ok ? 0 : -1;
+}
