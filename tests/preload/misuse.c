@@ -35,20 +35,20 @@ static void not_detected(const char *what)
 
 /* ---- the cases ---- */
 
-static void double_free_tcache(void)
+static void double_free_at_once(void)
 {
-	/* The first free puts the object in this thread's cache. */
+	/* The first free sets the object's free bit in a slab this thread
+	 * owns. */
 	void *p = malloc(48);
 	free(p);
 	free(announce(p));
-	not_detected("double free of a cached small object");
+	not_detected("double free of a small object just freed");
 }
 
 static void double_free_small(void)
 {
-	/* The first free's object leaves the thread cache for its slab: free
-	 * it first, then enough objects of its class after it to flush the
-	 * cache several times over (the oldest entries go back first). */
+	/* The first free's object is one of many freed in its slab, which
+	 * stays alive: a neighbour is kept. */
 	enum { N = 2000 };
 	static void *others[N];
 	void *p = malloc(48);
@@ -63,15 +63,59 @@ static void double_free_small(void)
 	not_detected("double free of a small object returned to its slab");
 }
 
+static void *free_arg(void *arg)
+{
+	free(arg);
+	return NULL;
+}
+
+/* Free p from another thread, which does not own p's slab. */
+static void free_in_thread(void *p)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, free_arg, p) != 0)
+		exit(4);
+	pthread_join(t, NULL);
+}
+
+static void double_free_remote_then_owner(void)
+{
+	/* Another thread frees it into the slab's remote bits; then the
+	 * owner frees it again. A neighbour keeps the slab in use. */
+	void *p = malloc(80), *neighbour = malloc(80);
+	free_in_thread(p);
+	free(announce(p));
+	(void)neighbour;
+	not_detected("double free by the owner of an object another thread freed");
+}
+
+static void double_free_owner_then_remote(void)
+{
+	void *p = malloc(80), *neighbour = malloc(80);
+	free(p);
+	free_in_thread(announce(p));
+	(void)neighbour;
+	not_detected("double free by another thread of an object its owner freed");
+}
+
+static void double_free_two_threads(void)
+{
+	void *p = malloc(80), *neighbour = malloc(80);
+	free_in_thread(p);
+	free_in_thread(announce(p));
+	(void)neighbour;
+	not_detected("double free by two threads, neither the owner");
+}
+
 static void *alloc_and_free_in_thread(void *arg)
 {
 	void **out = arg;
-	/* Two objects from one refill of this thread's cache, so one slab:
-	 * the second keeps the slab (and the first's state) alive. */
+	/* Two objects of one slab of this thread: the second keeps the
+	 * slab (and the first's bit) alive after the thread exits. */
 	out[0] = malloc(100);
 	out[1] = malloc(100);
 	free(out[0]);
-	return NULL; /* thread exit flushes its cache to the slabs */
+	return NULL; /* its slab is abandoned at thread exit */
 }
 
 static void double_free_other_thread(void)
@@ -254,8 +298,11 @@ struct misuse_case {
 };
 
 static const struct misuse_case cases[] = {
-	{ "double-free-tcache", double_free_tcache, "free", "double free" },
+	{ "double-free-at-once", double_free_at_once, "free", "double free" },
 	{ "double-free-small", double_free_small, "free", "double free" },
+	{ "double-free-remote-then-owner", double_free_remote_then_owner, "free", "double free" },
+	{ "double-free-owner-then-remote", double_free_owner_then_remote, "free", "double free" },
+	{ "double-free-two-threads", double_free_two_threads, "free", "double free" },
 	{ "double-free-thread-exit", double_free_other_thread, "free", "double free" },
 	{ "double-free-medium", double_free_medium, "free", "double free" },
 	{ "double-free-large", double_free_large, "free", "double free" },

@@ -11,6 +11,9 @@
  *  - Orphans: threads allocate a table of objects and exit; then four
  *    other threads check and free them all at once, each taking every
  *    fourth object.
+ *  - Successors: a thread per round frees some of what the last round's
+ *    thread left live and leaves half of its own objects live; the slabs
+ *    of the exited threads are adopted and their holes filled.
  *  - At the end, with everything freed and malloc_trim(0) called, the live
  *    bytes and the memory held from the buddy are back where they started:
  *    no object is lost in a thread cache of an exited thread or in a
@@ -237,6 +240,65 @@ static void orphan_round(void)
 		pthread_join(t[i], NULL);
 }
 
+/* ---- threads replaced every round, with objects still live ----
+ * Each round's thread frees half of the survivors of the round before
+ * (objects of slabs whose owner has exited), allocates objects of one
+ * size and leaves every other one live, so its slabs are half empty when
+ * it exits. The next threads must adopt those slabs and fill their holes:
+ * the heap stays near the bytes that live, where a heap that only made
+ * new slabs would hold about twice that. */
+
+#define SUCCESSORS 40
+#define SUCCESSOR_OBJS 16384
+#define SUCCESSOR_SIZE 64
+static void *survivors[SUCCESSORS][SUCCESSOR_OBJS / 2];
+static size_t survivors_live;
+
+static void *successor(void *arg)
+{
+	uintptr_t k = (uintptr_t)arg;
+	if (k > 0)
+		for (int i = 0; i < SUCCESSOR_OBJS / 2; i += 2) {
+			unsigned char *q = survivors[k - 1][i];
+			PT_CHECK(q[0] == (unsigned char)(k - 1 + i), "a survivor of an exited thread lost its contents");
+			free(q);
+			survivors[k - 1][i] = NULL;
+			survivors_live -= SUCCESSOR_SIZE;
+		}
+	for (int i = 0; i < SUCCESSOR_OBJS; i++) {
+		unsigned char *p = malloc(pt_hide_size(SUCCESSOR_SIZE));
+		PT_REQUIRE(p, "malloc(%d)", SUCCESSOR_SIZE);
+		p[0] = (unsigned char)(k + (size_t)i / 2);
+		if (i & 1) {
+			survivors[k][i / 2] = p;
+			survivors_live += SUCCESSOR_SIZE;
+		} else {
+			free(p);
+		}
+	}
+	return NULL;
+}
+
+static void successor_rounds(void)
+{
+	malloc_trim(0);
+	size_t arena0 = mallinfo2().arena;
+	for (uintptr_t k = 0; k < SUCCESSORS; k++) {
+		pthread_t t;
+		PT_REQUIRE(pthread_create(&t, NULL, successor, (void *)k) == 0, "pthread_create");
+		pthread_join(t, NULL);
+	}
+	size_t arena1 = mallinfo2().arena, live = survivors_live;
+	size_t arena = arena1 > arena0 ? arena1 - arena0 : 0;
+	for (int k = 0; k < SUCCESSORS; k++)
+		for (int i = 0; i < SUCCESSOR_OBJS / 2; i++)
+			free(survivors[k][i]);
+	if (pt_mbuddy)
+		PT_CHECK(arena <= live + live / 4 + MiB,
+			 "%d threads left %zu KiB live in half-empty slabs, and the heap grew by %zu KiB: the slabs of "
+			 "exited threads were not reused", SUCCESSORS, live >> 10, arena >> 10);
+}
+
 /* ---- the whole, and the accounting ---- */
 
 int main(int argc, char **argv)
@@ -248,6 +310,7 @@ int main(int argc, char **argv)
 	pairs();
 	for (int r = 0; r < 3; r++)
 		orphan_round();
+	successor_rounds();
 	pt_msg("%s%ld objects freed by another thread, %ld producer threads, %d orphans freed after their "
 	       "thread exited", checked ? "MBUDDY_CHECK=1: " : "", atomic_load(&remote_frees),
 	       atomic_load(&producers_started) + NPAIRS, 3 * NORPHANS * ORPHANS_EACH);
