@@ -126,6 +126,11 @@ static uint64_t fresh_matched;
 
 /* Below this many fresh pages, no system call is worth it. */
 #define OFFSET_MIN_PAGES 64
+/* Memory idle for less than this is not matched: a program that frees a
+ * buffer and takes another of a different size at once would otherwise
+ * see each buffer handed back and faulted in again, and the faults of
+ * one count as fresh pages that hand back the next. */
+#define OFFSET_MIN_IDLE_MS 10
 /* Pages released per call at most: the caller is an allocation. */
 #define OFFSET_BUDGET 1024
 
@@ -145,9 +150,12 @@ void mb_purge_offset(void)
 	uint64_t want = fresh - fresh_matched;
 	if (want > OFFSET_BUDGET)
 		want = OFFSET_BUDGET;
-	/* Oldest first, whatever its age: memory the heap did not reuse
-	 * when it needed memory is memory it is not about to reuse. */
-	batch(UINT64_MAX, (size_t)want);
+	/* Oldest first, idle for OFFSET_MIN_IDLE_MS at least, however short
+	 * the decay time is: memory the heap did not reuse while it needed
+	 * memory is memory it is not about to reuse. */
+	uint64_t now = mb_now_ms();
+	if (now >= OFFSET_MIN_IDLE_MS)
+		batch(now - OFFSET_MIN_IDLE_MS, (size_t)want);
 	__atomic_store_n(&fresh_matched, fresh_matched + want, __ATOMIC_RELAXED);
 	mb_lock_release(&purge_lock);
 }

@@ -17,6 +17,7 @@
 struct mb_site_slot *mb_site_slots;
 static struct mb_site_slot *slots[2];
 static struct mb_site *records; /* both tables' */
+static const uint32_t cap[2] = { MB_SITE_CAP, MB_DEEP_CAP };
 static size_t nused;
 /* Recursive: fork's prepare handler holds it while others may allocate. */
 static struct mb_lock site_lock = MB_LOCK_INITIALIZER_RECURSIVE("sites");
@@ -26,11 +27,11 @@ static struct mb_site *lane_owner[MB_NKEYS];
 int mb_sites_init(void)
 {
 	for (int t = 0; t < 2; t++) {
-		if (!(slots[t] = mb_os_reserve_records((size_t)MB_SITE_CAP * sizeof(struct mb_site_slot), NULL)))
+		if (!(slots[t] = mb_os_reserve_records((size_t)cap[t] * sizeof(struct mb_site_slot), NULL)))
 			return -1;
 		mb_os_set_use(slots[t], MB_USE_SITES);
 	}
-	records = mb_os_reserve_records(2 * (size_t)MB_SITE_CAP * sizeof(struct mb_site), NULL);
+	records = mb_os_reserve_records(((size_t)MB_SITE_CAP + MB_DEEP_CAP) * sizeof(struct mb_site), NULL);
 	if (!records)
 		return -1;
 	mb_os_set_use(records, MB_USE_SITES);
@@ -52,7 +53,7 @@ struct mb_site *mb_site_lookup(enum mb_site_table t, uintptr_t key)
 {
 	uint32_t h = mb_site_hash(key);
 	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
-		struct mb_site_slot *sl = &slots[t][(h + i) & (MB_SITE_CAP - 1)];
+		struct mb_site_slot *sl = &slots[t][(h + i) & (cap[t] - 1)];
 		uintptr_t k = atomic_load_explicit(&sl->key, memory_order_acquire);
 		if (k == key)
 			return &records[sl->site];
@@ -67,7 +68,7 @@ struct mb_site *mb_site_insert_locked(enum mb_site_table t, uintptr_t key, int *
 	*created = 0;
 	uint32_t h = mb_site_hash(key);
 	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
-		struct mb_site_slot *sl = &slots[t][(h + i) & (MB_SITE_CAP - 1)];
+		struct mb_site_slot *sl = &slots[t][(h + i) & (cap[t] - 1)];
 		uintptr_t k = atomic_load_explicit(&sl->key, memory_order_relaxed);
 		if (k == key)
 			return &records[sl->site];

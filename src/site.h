@@ -28,7 +28,10 @@
 
 #include "reclaim_type.h"
 
-#define MB_SITE_CAP (1u << 15)
+/* Slots of the direct sites (the fast path's table) and of the deep
+ * ones. A site touches the page of its slot: the tables stay small. */
+#define MB_SITE_CAP (1u << 14)
+#define MB_DEEP_CAP (1u << 13)
 #define MB_SITE_PROBES 32
 #define MB_NFRAMES 8      /* frames an unwind takes */
 #define MB_SITE_FRAMES 4  /* frames a site keeps, from its return address on */

@@ -7,7 +7,7 @@ uint8_t mb_class_small[MB_SMALL_MAX / 16 + 1];
 
 /* Pages per slab: a power of two (so slabs are whole buddy blocks), the
  * fewest that hold enough objects for a slab to serve a burst, with at
- * most an eighth of it past the last object. Small slabs drain and go
+ * most a sixteenth of it past the last object, else the least waste. Small slabs drain and go
  * back to the buddy sooner; a slab's pages are written in order, so an
  * unused tail costs nothing resident. */
 static uint32_t pick_slab_pages(uint32_t size)
@@ -20,7 +20,7 @@ static uint32_t pick_slab_pages(uint32_t size)
 		if (nobj < want)
 			continue;
 		uint32_t waste = bytes - nobj * size;
-		if (waste * 8 <= bytes)
+		if (waste * 16 <= bytes)
 			return pages;
 		if (!best_bytes || (uint64_t)waste * best_bytes < (uint64_t)best_waste * bytes) {
 			best = pages;
@@ -36,9 +36,14 @@ void mb_sizeclass_init(void)
 	unsigned c = 0;
 	for (uint32_t s = 16; s <= 128; s += 16)
 		mb_classes[c++].size = s;
-	for (uint32_t base = 128; base < MB_SMALL_MAX; base *= 2)
-		for (uint32_t k = 1; k <= 4; k++)
-			mb_classes[c++].size = base + k * (base / 4);
+	for (uint32_t base = 128; base < MB_SMALL_MAX; base *= 2) {
+		/* Eight classes per doubling from 1 KiB: buffers of a page
+		 * and a header (a database's page cache) round up by an
+		 * eighth at most. */
+		uint32_t steps = base >= 1024 ? 8 : 4;
+		for (uint32_t k = 1; k <= steps; k++)
+			mb_classes[c++].size = base + k * (base / steps);
+	}
 	for (c = 0; c < MB_NCLASSES; c++) {
 		struct mb_class_info *ci = &mb_classes[c];
 		ci->slab_pages = pick_slab_pages(ci->size);
