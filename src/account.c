@@ -368,6 +368,26 @@ void mb_account_watch_peak(void)
 	mb_lock_release(&peak_lock);
 }
 
+/* Fork: an account in progress in another thread would leave its locks
+ * held in the child. Outermost of all the allocator's locks. */
+void mb_account_fork_prepare(void)
+{
+	mb_lock_acquire(&peak_lock);
+	mb_lock_acquire(&account_lock);
+}
+
+void mb_account_fork_parent(void)
+{
+	mb_lock_release(&account_lock);
+	mb_lock_release(&peak_lock);
+}
+
+void mb_account_fork_child(void)
+{
+	mb_lock_after_fork_child(&account_lock, 0);
+	mb_lock_after_fork_child(&peak_lock, 0);
+}
+
 int mb_account_at_peak(struct mb_account *a)
 {
 	mb_lock_acquire(&peak_lock);

@@ -74,6 +74,11 @@ static inline uint64_t mb_account_sum(const struct mb_account *a)
 	return a->heap_walked + a->meta_rss + a->file_rss + a->stack_rss + a->anon_rss;
 }
 
+/* Fork handlers (init.c): the account's locks come first. */
+void mb_account_fork_prepare(void);
+void mb_account_fork_parent(void);
+void mb_account_fork_child(void);
+
 /* The account taken when the resident set last rose a tenth above the one
  * before (only with a report asked for, MBUDDY_STATS): what the peak was
  * made of. 0 if there is one. */

@@ -1,11 +1,13 @@
 #include "config.h"
 #include "init.h"
+#include "account.h"
 #include "canary.h"
 #include "classify.h"
 #include "heap.h"
 #include "options.h"
 #include "profile.h"
 #include "purge.h"
+#include "region.h"
 #include "background.h"
 #include "sizeclass.h"
 #include "slab.h"
@@ -27,34 +29,40 @@ static __thread int setting_up MB_TLS;
 /* ---- fork ---- */
 
 /* Every lock of the allocator is taken before fork, in the order they nest
- * (classification's sites, the profile's module identities, the purge
- * lock, the orphan heap's, the list of thread heaps and each heap's, the
- * abandoned slabs' lists in index order, the heap's), so the child starts
+ * (the memory account's, classification's sites, the profile's module
+ * identities, the purge lock, the orphan heap's, the list of thread heaps
+ * and each heap's, the abandoned slabs' lists in index order, the heap's,
+ * the table of mappings), so the child starts
  * with none held by a thread it does not have, every list consistent and
  * no memory in flight. The background purge thread is not copied: the
  * child starts its own when it has something to purge. */
 static void fork_prepare(void)
 {
+	mb_account_fork_prepare();
 	mb_classify_fork_prepare();
 	mb_profile_fork_prepare();
 	mb_purge_fork_prepare(); /* waits for a release in flight */
 	mb_theap_fork_prepare();
 	mb_slab_fork_prepare();
 	mb_heap_lock();
+	mb_os_fork_prepare(); /* a spin lock, innermost */
 }
 
 static void fork_parent(void)
 {
+	mb_os_fork_parent();
 	mb_heap_unlock();
 	mb_slab_fork_parent();
 	mb_theap_fork_parent();
 	mb_purge_fork_parent();
 	mb_profile_fork_parent();
 	mb_classify_fork_parent();
+	mb_account_fork_parent();
 }
 
 static void fork_child(void)
 {
+	mb_os_fork_child();
 	mb_heap_fork_child();
 	mb_slab_fork_child();
 	mb_theap_fork_child(); /* abandons the other threads' slabs */
@@ -63,6 +71,7 @@ static void fork_child(void)
 	mb_classify_fork_child();
 	mb_profile_fork_child();
 	mb_stats_fork_child(); /* reads the counters the heaps have set right */
+	mb_account_fork_child();
 }
 
 /* ---- threads ---- */

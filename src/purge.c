@@ -140,23 +140,30 @@ void mb_purge_offset(void)
 	uint64_t matched = __atomic_load_n(&fresh_matched, __ATOMIC_RELAXED);
 	if (fresh - matched < OFFSET_MIN_PAGES)
 		return;
-	if (__atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST) == UINT64_MAX) {
+	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
+	if (oldest == UINT64_MAX) {
 		/* Nothing idle: the heap grows because the program's data do. */
 		__atomic_store_n(&fresh_matched, fresh, __ATOMIC_RELAXED);
 		return;
 	}
+	/* The debt is kept while what is queued is younger than
+	 * OFFSET_MIN_IDLE_MS: once it has aged without being reused, the heap
+	 * grew beside it for nothing, and it goes. */
+	uint64_t now = mb_now_ms();
+	if (now < OFFSET_MIN_IDLE_MS || oldest > now - OFFSET_MIN_IDLE_MS)
+		return;
 	if (mb_lock_try(&purge_lock) != 0)
 		return;
-	uint64_t want = fresh - fresh_matched;
+	matched = __atomic_load_n(&fresh_matched, __ATOMIC_RELAXED);
+	uint64_t want = fresh > matched ? fresh - matched : 0;
 	if (want > OFFSET_BUDGET)
 		want = OFFSET_BUDGET;
 	/* Oldest first, idle for OFFSET_MIN_IDLE_MS at least, however short
 	 * the decay time is: memory the heap did not reuse while it needed
-	 * memory is memory it is not about to reuse. */
-	uint64_t now = mb_now_ms();
-	if (now >= OFFSET_MIN_IDLE_MS)
-		batch(now - OFFSET_MIN_IDLE_MS, (size_t)want);
-	__atomic_store_n(&fresh_matched, fresh_matched + want, __ATOMIC_RELAXED);
+	 * memory is memory it is not about to reuse. A refusal by the kernel
+	 * cancels the debt, so that no allocation retries it. */
+	size_t released = want ? batch(now - OFFSET_MIN_IDLE_MS, (size_t)want) : 0;
+	__atomic_store_n(&fresh_matched, matched + (released ? released : want), __ATOMIC_RELAXED);
 	mb_lock_release(&purge_lock);
 }
 

@@ -93,6 +93,22 @@ void mb_os_set_use(void *p, int use)
 	mappings_unlock();
 }
 
+/* Fork: held across it, so that the child's table is whole. */
+void mb_os_fork_prepare(void)
+{
+	mappings_lock();
+}
+
+void mb_os_fork_parent(void)
+{
+	mappings_unlock();
+}
+
+void mb_os_fork_child(void)
+{
+	atomic_store_explicit(&mappings_busy, 0, memory_order_relaxed);
+}
+
 size_t mb_os_mappings(struct mb_os_mapping *out, size_t max, size_t *lost)
 {
 	mappings_lock();

@@ -22,6 +22,11 @@ void *mb_os_reserve_records(size_t n, size_t *bytes);
 /* Return a reservation (tests only; the heap lives as long as the process). */
 void mb_os_unreserve(void *p, size_t size);
 
+/* Fork handlers of the mapping table (init.c). */
+void mb_os_fork_prepare(void);
+void mb_os_fork_parent(void);
+void mb_os_fork_child(void);
+
 /* The mappings reserved and not given back, [lo, hi): up to max into out;
  * *lost counts those that did not fit or were never recorded. */
 struct mb_os_mapping {

@@ -7,8 +7,8 @@ uint8_t mb_class_small[MB_SMALL_MAX / 16 + 1];
 
 /* Pages per slab: a power of two (so slabs are whole buddy blocks), the
  * fewest that hold enough objects for a slab to serve a burst, with at
- * most a sixteenth of it past the last object, else the least waste. Small slabs drain and go
- * back to the buddy sooner; a slab's pages are written in order, so an
+ * most an eighth of it past the last object, else the least waste. Small
+ * slabs drain and go back to the buddy sooner; a slab's pages are written in order, so an
  * unused tail costs nothing resident. */
 static uint32_t pick_slab_pages(uint32_t size)
 {
@@ -20,7 +20,7 @@ static uint32_t pick_slab_pages(uint32_t size)
 		if (nobj < want)
 			continue;
 		uint32_t waste = bytes - nobj * size;
-		if (waste * 16 <= bytes)
+		if (waste * 8 <= bytes)
 			return pages;
 		if (!best_bytes || (uint64_t)waste * best_bytes < (uint64_t)best_waste * bytes) {
 			best = pages;

@@ -5,7 +5,9 @@
  * Background threads allocate and free all the time (small, medium and
  * large sizes, realloc, malloc_trim and mallinfo2, which hold the heap lock
  * for longer), so a fork lands at random points inside the allocator.
- * The main thread forks repeatedly; some forks are made from another
+ * Another thread takes libmbuddy's statistics without a pause (their
+ * memory account reads /proc/self/smaps under locks of its own), and every
+ * child takes them once. The main thread forks repeatedly; some forks are made from another
  * thread. Each child mallocs, reallocs and frees plenty (large sizes
  * included), starts a thread of its own, every few iterations forks a
  * grandchild (with a thread of its own allocating) that does the same, and
@@ -20,6 +22,7 @@
 #define _GNU_SOURCE 1
 #include "ptest.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,6 +60,27 @@ static size_t busy_size(uint64_t *r)
 	return pt_rand_log(r, 64 * KiB, 6 * MiB);
 }
 
+/* libmbuddy's statistics, whose memory account walks /proc/self/smaps
+ * under locks of its own: a fork in the middle must not leave them held. */
+typedef int stats_read_fn(void *st, size_t size);
+static stats_read_fn *stats_read;
+
+static void take_stats(void)
+{
+	static _Alignas(64) unsigned char st[8192];
+	if (stats_read)
+		stats_read(st, sizeof st);
+}
+
+/* Takes the statistics without a pause, so that forks land in them. */
+static void *stats_taker(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&stop, memory_order_relaxed))
+		take_stats();
+	return NULL;
+}
+
 static void *busy(void *arg)
 {
 	uint64_t r = 0x51ED27A1F00DULL * ((uintptr_t)arg + 3);
@@ -71,6 +95,7 @@ static void *busy(void *arg)
 			malloc_trim(0);
 		} else if (op < 4) {
 			(void)mallinfo2();
+
 		} else if (!slot[i]) {
 			len[i] = busy_size(&r);
 			slot[i] = op < 300 ? calloc(1, len[i]) : malloc(len[i]);
@@ -147,6 +172,7 @@ static void *child_thread(void *arg)
 static int child_work(uint64_t seed)
 {
 	uint64_t r = seed | 1;
+	take_stats(); /* deadlocks if a fork kept the account's locks held */
 	enum { N = 300 };
 	static unsigned char *p[N];
 	static size_t len[N];
@@ -338,6 +364,7 @@ int main(int argc, char **argv)
 		return atfork_first();
 	pt_init("fork_threads");
 	pt_watchdog(120);
+	stats_read = (stats_read_fn *)dlsym(RTLD_DEFAULT, "mbuddy_stats_read");
 	check_atfork_first(argv[0]);
 
 	/* Now with the program's handlers registered after the allocator's,
@@ -349,6 +376,8 @@ int main(int argc, char **argv)
 	pthread_t b[NBUSY];
 	for (uintptr_t i = 0; i < NBUSY; i++)
 		PT_REQUIRE(pthread_create(&b[i], NULL, busy, (void *)i) == 0, "pthread_create");
+	pthread_t taker;
+	PT_REQUIRE(pthread_create(&taker, NULL, stats_taker, NULL) == 0, "pthread_create");
 	usleep(20000);
 
 	double t0 = now_s();
@@ -381,6 +410,7 @@ int main(int argc, char **argv)
 	atomic_store(&stop, 1);
 	for (int i = 0; i < NBUSY; i++)
 		pthread_join(b[i], NULL);
+	pthread_join(taker, NULL);
 
 	PT_CHECK(failed == 0, "%d of %d children failed", failed, forks);
 	PT_CHECK(atomic_load(&busy_ops) > 1000, "the busy threads did only %ld operations", atomic_load(&busy_ops));
