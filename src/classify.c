@@ -25,6 +25,25 @@ static __thread int in_classify MB_TLS;
  * cache of its own (a quarter MiB, faulted in, then unmapped at exit), which
  * short-lived threads should not pay for. */
 static __thread int thread_unwinds MB_TLS;
+/* A new site's first allocation is unwound only once the process has
+ * allocated this much (sampled allocations are unwound from the start): a
+ * short process (a compiler's driver, a tool run a thousand times by a
+ * build) ends before any site could be set apart (rules.c asks for a
+ * quarter MiB live), and an unwind of each of its hundreds of sites would
+ * be all cost, each new frame a lookup of its unwind information with
+ * signals masked around it by libunwind. */
+#define UNWIND_AFTER_BYTES ((uint64_t)16 << 20)
+static int process_unwinds;
+
+static int may_unwind(void)
+{
+	if (__builtin_expect(process_unwinds, 1))
+		return 1;
+	if (mb_alloc_clock_now() < UNWIND_AFTER_BYTES)
+		return 0;
+	__atomic_store_n(&process_unwinds, 1, __ATOMIC_RELAXED);
+	return 1;
+}
 static __thread uint32_t sample_rng MB_TLS;
 /* The countdown's value when it was last drawn (thread.c's start value). */
 static __thread int32_t countdown_drawn MB_TLS = 4 * MB_SAMPLE_PERIOD;
@@ -253,7 +272,7 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 			weight = 1;
 			/* Only its first: the others need no stack, and a
 			 * short process has many sites. */
-			unwind = thread_unwinds && left == MB_LEARN_SAMPLES;
+			unwind = thread_unwinds && left == MB_LEARN_SAMPLES && may_unwind();
 		}
 	}
 	int key = mb_site_key(s);
@@ -334,9 +353,7 @@ void mb_classify_init(void)
 		mb_opt.classify = 0;
 		return;
 	}
-	/* The first unw_backtrace of a process costs a fraction of a
-	 * millisecond; pay it now, not inside some allocation. libunwind also
-	 * opens a pipe it keeps for good: a program started with
+	/* libunwind opens a pipe it keeps for good: a program started with
 	 * stdin, stdout or stderr closed must not find that pipe there, so
 	 * closed standard descriptors are held on /dev/null meanwhile. */
 	int held[3], nheld = 0;
@@ -352,8 +369,6 @@ void mb_classify_init(void)
 	 * sigprocmask system call at every step. (Setting it opens the pipe
 	 * too.) */
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-	void *warm[MB_NFRAMES];
-	unw_backtrace(warm, MB_NFRAMES);
 	while (nheld)
 		close(held[--nheld]);
 	__atomic_store_n(&mb_classify_ready, 1, __ATOMIC_RELEASE);
