@@ -40,7 +40,10 @@ def parse_lock_lines(text):
             continue
         row = {}
         for tok in line.split()[1:]:
-            k, _, v = tok.partition("=")
+            k, eq, v = tok.partition("=")
+            if not eq:  # a word of a name with a space in it
+                row["name"] = row.get("name", "") + " " + k
+                continue
             row[k] = v if k == "name" else int(v)
         rows.append(row)
     return rows

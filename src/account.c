@@ -342,7 +342,7 @@ int mb_account_take(struct mb_account *a)
 static struct mb_account peak;
 static int have_peak;
 static uint64_t next_look_ms, peak_rss_seen;
-static struct mb_lock peak_lock = MB_LOCK_INITIALIZER("account peak");
+static struct mb_lock peak_lock = MB_LOCK_INITIALIZER("account_peak");
 
 #define PEAK_LOOK_MS 10
 #define PEAK_STEP(r) ((r) + (r) / 10)
