@@ -470,13 +470,15 @@ DOC_END = "<!-- END: written by `make bench` -->"
 
 def write_doc(path, data):
     """Replace the part of `path` (doc/benchmarks.md) between DOC_BEGIN and
-    DOC_END with the report, its headings one level down; the text around
-    it is kept."""
+    DOC_END with the report, without its title and with its headings one
+    level down; the text around it is kept."""
     text = Path(path).read_text()
     start, end = text.find(DOC_BEGIN), text.find(DOC_END)
     if start < 0 or end < start:
         raise SystemExit(f"{path}: no {DOC_BEGIN!r} ... {DOC_END!r} block to replace")
-    body = "".join("#" + line if line.startswith("#") else line
-                   for line in markdown(data).splitlines(keepends=True))
+    lines = markdown(data).splitlines(keepends=True)
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]  # the title: the file has its own headings
+    body = "".join("#" + line if line.startswith("#") else line for line in lines).lstrip("\n")
     chart = "![benchmark](bench.png)\n\n"  # make bench copies the chart beside the file
     Path(path).write_text(text[:start + len(DOC_BEGIN)] + "\n\n" + chart + body + "\n" + text[end:])
