@@ -148,7 +148,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_contention import parse_lock_lines  # noqa: E402
-from bench_report import write_markdown  # noqa: E402
+from bench_report import write_doc, write_markdown  # noqa: E402
 from bench_suite import (  # noqa: E402,F401  (LIBDIR: for sweep.py)
     GROUP_ALIASES, HERE, JE_LOCKPROF, LIBDIR, LOCKSTATS, MBUDDY, SCRUB_PREFIXES, SYSTEM_PYTHON,
     WARMUP, WORKLOAD_SRC, WORKLOADS, allocators)
@@ -453,6 +453,9 @@ def report(args, data):
         Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
         write_markdown(args.out_md, data)
         print(f"wrote {args.out_md}", file=sys.stderr)
+    if args.out_doc:
+        write_doc(args.out_doc, data)
+        print(f"wrote the generated part of {args.out_doc}", file=sys.stderr)
     if args.out_png:
         Path(args.out_png).parent.mkdir(parents=True, exist_ok=True)
         if write_chart(args.out_png, args.from_json or args.out_json, data):
@@ -480,6 +483,8 @@ def parse_args(argv=None):
     p.add_argument("--timeout", type=float, default=180, help="seconds per run (default: 180)")
     p.add_argument("--out-md", default="bench-results/bench.md",
                    help="markdown report (default: %(default)s; empty: none)")
+    p.add_argument("--out-doc", metavar="FILE",
+                   help="also replace the generated block of FILE (make bench: doc/benchmarks.md)")
     p.add_argument("--out-png", default="bench-results/bench.png",
                    help="chart (default: %(default)s; empty: none)")
     p.add_argument("--out-json", default="bench-results/bench.json",

@@ -451,10 +451,34 @@ def notes(d):
               ", ".join(f"{w}/{a} {sp:.0%}" for w, a, sp in sorted(noisy)))
 
 
-def write_markdown(path, data):
+def markdown(data):
     d = Doc(data)
     for section in (header, targets, general_tables, phase_table, fastpath_table, threads_table,
                     contention_tables, latency_table, large_tables, idle_table, decay0_table,
                     notes):
         section(d)
-    Path(path).write_text("\n".join(d.L) + "\n")
+    return "\n".join(d.L) + "\n"
+
+
+def write_markdown(path, data):
+    Path(path).write_text(markdown(data))
+
+
+DOC_BEGIN = "<!-- BEGIN: written by `make bench` (scripts/bench.py --out-doc); edits here are lost -->"
+DOC_END = "<!-- END: written by `make bench` -->"
+
+
+def write_doc(path, data):
+    """Replace the part of `path` (doc/benchmarks.md) between DOC_BEGIN and
+    DOC_END with the report, without its title and with its headings one
+    level down; the text around it is kept."""
+    text = Path(path).read_text()
+    start, end = text.find(DOC_BEGIN), text.find(DOC_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{path}: no {DOC_BEGIN!r} ... {DOC_END!r} block to replace")
+    lines = markdown(data).splitlines(keepends=True)
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]  # the title: the file has its own headings
+    body = "".join("#" + line if line.startswith("#") else line for line in lines).lstrip("\n")
+    chart = "![benchmark](bench.png)\n\n"  # make bench copies the chart beside the file
+    Path(path).write_text(text[:start + len(DOC_BEGIN)] + "\n\n" + chart + body + "\n" + text[end:])

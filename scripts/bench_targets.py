@@ -10,8 +10,8 @@ from bench_suite import (
     TIME_VS_FASTEST, TIME_VS_JEMALLOC, cost, geomean)
 
 GENERAL = "general"
-THREADS = "threads (issue 15)"
-RETURN = "memory return and stalls (issue 12)"
+THREADS = "threads"
+RETURN = "memory return and stalls"
 
 
 class Rows:
