@@ -207,7 +207,9 @@ __attribute__((noinline)) void mb_free_settle(struct mb_slab *s)
 {
 	mb_theap_freed(mb_self.heap, s);
 	/* A slab that went back to the buddy may have left a pageblock
-	 * idle: the purge learns when it falls due. */
+	 * idle, one that emptied partly free pages: the purge learns when it
+	 * falls due. */
+	mb_purge_slabs_freed();
 	mb_purge_maybe();
 }
 

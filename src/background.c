@@ -27,6 +27,8 @@ static pthread_cond_t cond;
 /* When the sleeping thread wakes up by itself: UINT64_MAX while it sleeps
  * with nothing queued, 0 while it works. */
 static uint64_t wake_at;
+/* When the purge was first asked about (about when the process started). */
+static uint64_t first_kick_ms;
 
 /* With nothing queued the thread still looks every LONELY_CHECK_MS whether
  * it is the last thread of the process: a program whose main thread called
@@ -183,7 +185,12 @@ static int kick(uint64_t due)
 		}
 		return 1;
 	}
-	if (s != BG_NONE || !mb_opt.background || mb_now_ms() < due)
+	/* Not in a process younger than the decay time: most processes end
+	 * before any of their memory could be due, and need no thread. */
+	uint64_t now = mb_now_ms();
+	if (!first_kick_ms)
+		first_kick_ms = now;
+	if (s != BG_NONE || !mb_opt.background || now < due || now - first_kick_ms < mb_opt.decay_ms)
 		return 0;
 	/* The first purge is due: start the thread. pthread_create may
 	 * allocate, and so come back here: the state says it is starting. */

@@ -199,8 +199,10 @@ static void q_unlink(struct mb_buddy *b, struct queue q, size_t pb)
  * unless it waits already. */
 static void freed_note(struct mb_buddy *b, size_t pb)
 {
-	if (!(b->pb_flags[pb] & MB_PBF_QUEUED))
+	if (!(b->pb_flags[pb] & MB_PBF_QUEUED)) {
 		q_append(b, freed_q(b), pb);
+		b->pb_queued_since[pb] = b->clock;
+	}
 }
 
 /* ---- the global pool ---- */
@@ -647,9 +649,10 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 		}
 		if (idx >= 0) {
 			size_t pb = (size_t)idx >> b->pb_order;
-			if (b->pb_flags[pb] & MB_PBF_QUEUED) {
+			if ((b->pb_flags[pb] & MB_PBF_QUEUED) &&
+			    (!b->max_wait_ms || b->clock - b->pb_queued_since[pb] < b->max_wait_ms)) {
 				/* Memory is taken from it again: it is not idle,
-				 * so its wait starts over. */
+				 * so its wait starts over (for a while). */
 				q_unlink(b, freed_q(b), pb);
 				q_append(b, freed_q(b), pb);
 			}
@@ -1027,7 +1030,7 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	size_t sz_used = b->nblocks * sizeof(uint32_t);
 	size_t sz_links = b->nblocks * sizeof(uint32_t);
 	size_t sz_time = b->nblocks * sizeof(uint64_t);
-	size_t total = sz_pages + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + sz_time + 64 * 8;
+	size_t total = sz_pages + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + 2 * sz_time + 64 * 8;
 	total = (total + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1);
 	char *m = mb_os_reserve(total, MB_PAGE_SIZE);
 	if (m)
@@ -1045,7 +1048,8 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	b->pb_used = (uint32_t *)m;                    m += (sz_used + 63) & ~(size_t)63;
 	b->pb_next = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
 	b->pb_prev = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
-	b->pb_freed_at = (uint64_t *)m;
+	b->pb_freed_at = (uint64_t *)m;               m += (sz_time + 63) & ~(size_t)63;
+	b->pb_queued_since = (uint64_t *)m;
 
 	for (int t = 0; t < MB_NTYPES; t++)
 		for (unsigned o = 0; o < MB_MAX_ORDER_MAX; o++)

@@ -115,6 +115,12 @@ struct mb_buddy {
 	 * none. */
 	uint32_t *pb_next, *pb_prev;
 	uint64_t *pb_freed_at;
+	/* When an owned pageblock joined the freed queue; its stamp starts
+	 * over each time memory is taken from it again, but only for
+	 * max_wait_ms: a pageblock that the program keeps dipping into must
+	 * still give back its other free pages. 0: no limit. */
+	uint64_t *pb_queued_since;
+	uint64_t max_wait_ms;
 	uint32_t dirty_head, dirty_tail; /* MB_NIL when empty */
 	size_t nr_dirty;
 	uint32_t freed_head, freed_tail;

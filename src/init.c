@@ -153,6 +153,7 @@ static int set_up(void)
 	mb_sizeclass_init();
 	if (mb_heap_init() != 0)
 		return -1;
+	mb_purge_init();
 	if (mb_opt.check)
 		mb_canary_init();
 	thread_key_ok = pthread_key_create(&thread_key, thread_exit) == 0;

@@ -20,6 +20,11 @@ static uint64_t next_sweep_ms;
  * MB_PURGE_INTERVAL_MS apart, so that with a short decay time memory freed
  * and reused at once is not handed back and faulted in again each time. */
 static uint64_t last_pass_ms;
+/* Set when objects were freed on a slow path since the last sweep that
+ * finished its work: slabs may have free pages, so a sweep falls due
+ * (mb_purge_next_due), or nothing would look at them in a program that
+ * frees its data and goes on with the fast paths alone. */
+static int sweep_wanted;
 
 static void clock_advance_locked(uint64_t now)
 {
@@ -79,10 +84,13 @@ static size_t sweep(int force, uint64_t now, size_t budget)
 	if (!force && now < next_sweep_ms)
 		return 0;
 	__atomic_store_n(&next_sweep_ms, now + mb_purge_period_ms(), __ATOMIC_RELAXED);
+	__atomic_store_n(&sweep_wanted, 0, __ATOMIC_RELAXED);
 	unsigned failed, failed2 = 0;
 	size_t n = mb_slab_purge_abandoned(budget, &failed);
 	if (n < budget && !failed)
 		n += mb_theap_purge(budget - n, &failed2);
+	if (n >= budget)
+		__atomic_store_n(&sweep_wanted, 1, __ATOMIC_RELAXED); /* more to do */
 	failed += failed2;
 	__atomic_fetch_add(&mb_heap.released_bytes, (uint64_t)n << MB_PAGE_SHIFT, __ATOMIC_RELAXED);
 	int meta_failed;
@@ -167,12 +175,32 @@ void mb_purge_offset(void)
 	mb_lock_release(&purge_lock);
 }
 
+void mb_purge_init(void)
+{
+	/* A pageblock the program keeps taking pieces from still gives back
+	 * its other free pages, one and a half decay times after the first
+	 * of them was freed, at the cost of faulting in again what it takes
+	 * next. */
+	mb_heap.buddy.max_wait_ms = idle_ms() / 2;
+}
+
+void mb_purge_slabs_freed(void)
+{
+	if (!__atomic_load_n(&sweep_wanted, __ATOMIC_RELAXED))
+		__atomic_store_n(&sweep_wanted, 1, __ATOMIC_RELAXED);
+}
+
 unsigned long long mb_purge_next_due(void)
 {
 	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
+	uint64_t sweep_due = __atomic_load_n(&sweep_wanted, __ATOMIC_RELAXED)
+				     ? __atomic_load_n(&next_sweep_ms, __ATOMIC_RELAXED)
+				     : UINT64_MAX;
 	if (oldest == UINT64_MAX)
-		return UINT64_MAX;
+		return sweep_due;
 	uint64_t due = oldest + idle_ms();
+	if (sweep_due < due)
+		due = sweep_due;
 	uint64_t next_pass = __atomic_load_n(&last_pass_ms, __ATOMIC_RELAXED) + MB_PURGE_INTERVAL_MS;
 	return due > next_pass ? due : next_pass;
 }

@@ -47,6 +47,12 @@ size_t mb_purge(int force);
  * another type) would otherwise stay resident beside the new memory.
  * Call with no allocator lock held. */
 void mb_purge_offset(void);
+/* Objects were freed on a slow path: their slabs' free pages are looked at
+ * within half a decay time (a sweep falls due). */
+void mb_purge_slabs_freed(void);
+/* Sets the heap's purge limits from the options, before the first
+ * allocation. */
+void mb_purge_init(void);
 
 /* When the oldest queued memory becomes due, on mb_now_ms()'s clock, or
  * UINT64_MAX when nothing is queued. */
