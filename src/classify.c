@@ -25,6 +25,13 @@ static __thread int in_classify MB_TLS;
  * cache of its own (a quarter MiB, faulted in, then unmapped at exit), which
  * short-lived threads should not pay for. */
 static __thread int thread_unwinds MB_TLS;
+/* Nor before it has lived THREAD_UNWIND_AFTER_MS from its first sample:
+ * a program that replaces its threads every few milliseconds (a server's
+ * worker per request) would pay the trace cache's set-up and page faults
+ * for each of them, a third of its time, for samples that a longer-lived
+ * thread takes as well. */
+#define THREAD_UNWIND_AFTER_MS 50
+static __thread uint64_t thread_first_sample_ms MB_TLS;
 /* A new site's first allocation is unwound only once the process has
  * allocated this much (sampled allocations are unwound from the start): a
  * short process (a compiler's driver, a tool run a thousand times by a
@@ -251,8 +258,13 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 	int fl = mb_site_flags(s);
 	if (fl & MB_SITE_PINNED)
 		return mb_site_key(s);
-	if (due)
-		thread_unwinds = 1;
+	if (due && !thread_unwinds) {
+		uint64_t now = mb_now_ms();
+		if (!thread_first_sample_ms)
+			thread_first_sample_ms = now;
+		else if (now - thread_first_sample_ms >= THREAD_UNWIND_AFTER_MS)
+			thread_unwinds = 1;
+	}
 	uint32_t weight = 0;
 	int unwind = 0;
 	if (due) {

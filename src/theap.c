@@ -215,7 +215,7 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 	mb_word_store(&w->free, w->free | bit);
 	s->used--;
 	h->bin[s->key][s->sclass].nfree++;
-	if (s->list == MB_SLAB_FULL || (s->used == 0 && s->list != MB_SLAB_CURRENT))
+	if (mb_slab_settle_due(s))
 		mb_theap_freed(h, s);
 }
 

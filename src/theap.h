@@ -152,6 +152,20 @@ static inline struct mb_slab *mb_theap_slab_of(const void *p)
  * when p needs the general path (which also catches NULL, foreign
  * pointers and double frees), 1 when done, 2 when done and the slab *sp
  * must change lists (mb_theap_freed). */
+/* Whether a free must settle s: a full slab goes back to the partial list
+ * once a quarter of it is free, and at least half of it or 8 objects (not
+ * at its first free, or a slab would go back and forth between the lists
+ * at every object, taking the heap's lock each time), and a slab that
+ * empties goes to the buddy, unless it is being allocated from. */
+static inline int mb_slab_settle_due(const struct mb_slab *s)
+{
+	uint32_t nobj = s->nobj, free_now = nobj - s->used;
+	uint32_t half = nobj / 2 < 8 ? nobj / 2 : 8;
+	uint32_t need = nobj / 4 > half ? nobj / 4 : half;
+	return (s->list == MB_SLAB_FULL && free_now >= (need ? need : 1)) ||
+	       (s->used == 0 && s->list != MB_SLAB_CURRENT);
+}
+
 static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp)
 {
 	struct mb_slab *s = mb_theap_slab_of(p);
@@ -169,8 +183,7 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	s->used--;
 	h->bin[s->key][s->sclass].nfree++;
 	*sp = s;
-	/* A current slab that empties stays: it is being allocated from. */
-	return mb_unlikely(s->list == MB_SLAB_FULL || (s->used == 0 && s->list != MB_SLAB_CURRENT)) ? 2 : 1;
+	return mb_unlikely(mb_slab_settle_due(s)) ? 2 : 1;
 }
 
 #endif
