@@ -1,5 +1,6 @@
-/* Fast paths through the thread cache, slow paths through the central
- * structures of the slabs (small objects) or the heap lock (large ones).
+/* Fast paths through the slabs the thread's heap owns (theap.h), slow paths
+ * through its partial and full lists and the buddy (small objects) or the
+ * heap lock (large ones).
  * Every pointer the program hands back is checked against the out-of-band
  * metadata before anything is written. */
 #include "config.h"

@@ -2,14 +2,16 @@
  * kernel, in bounded batches whose madvise calls run with no allocator lock
  * held (buddy.h: take, release, done). Whole pageblocks of the global pool
  * and spans of free blocks in owned pageblocks come from the buddy's purge
- * queues, oldest first, neighbours coalesced; then transfer-cache objects
- * no thread used and free pages of sparsely used slabs (slab.h, under the
- * central locks), and the metadata pages no record uses any more. The work is
- * done by the background purge thread (background.h) once it runs, else in
- * small steps by the slow paths of malloc and free.
+ * queues, oldest first, neighbours coalesced; then the free pages of
+ * sparsely used slabs, abandoned ones and those of thread heaps whose lock
+ * is free (a sweep, due half a decay time after a slow-path free), and the
+ * metadata pages no record uses any more. The work is done by the
+ * background purge thread (background.h) once it runs, else in small steps
+ * by the slow paths of malloc and free.
  *
- * Lock order: the purge lock, the central locks, the heap lock. Call all
- * with no allocator lock held. */
+ * Lock order: the purge lock, the thread heaps' locks (tried), the
+ * abandoned slabs' locks, the heap lock. Call all with no allocator lock
+ * held. */
 #ifndef MB_PURGE_H
 #define MB_PURGE_H
 

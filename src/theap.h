@@ -14,8 +14,9 @@
  * and its heap is kept for the next thread: nothing is unmapped, so a
  * thread that still holds a pointer to it never reads freed memory.
  *
- * Lock order: the orphan heap's lock, the list of heaps, heap locks (in
- * list order), the abandoned lists' locks, the heap lock of heap.h. */
+ * Lock order: (the account's and the purge lock, outside this file,) the
+ * orphan heap's lock, the list of heaps, heap locks (in list order), the
+ * abandoned lists' locks, the heap lock of heap.h. */
 #ifndef MB_THEAP_H
 #define MB_THEAP_H
 
@@ -93,8 +94,8 @@ void mb_theap_tick(struct mb_theap *h);
  * Returns 1 if anything went. */
 int mb_theap_give_back(struct mb_theap *h);
 
-/* With no lock held: the free pages of sparse partial slabs of every
- * heap, at most budget (a heap whose owner holds its lock is skipped).
+/* With the purge lock held and no other: the free pages of sparse slabs of
+ * every heap, at most budget (a heap whose lock is held is skipped).
  * Returns pages released; *failed counts refused releases. */
 size_t mb_theap_purge(size_t budget, unsigned *failed);
 
