@@ -1175,7 +1175,7 @@ def write_markdown(data, summary, path):
     allocs = [a["name"] for a in data["allocators"]]
     progs = data["programs"]
     L = []
-    L.append("# Real programs under each allocator (issue 19)\n")
+    L.append("# Real programs under each allocator\n")
     L.append(f"{meta['date']}, `{meta['command']}`: {meta['reps']} interleaved repetition(s), "
              f"medians; {'quick' if meta['scale'] == 'quick' else meta['scale']} inputs. "
              f"Machine: {meta['cpu']}, {meta['nproc']} CPUs, {meta['memory']}, "
