@@ -131,6 +131,8 @@ size_t mb_purge(int force)
 
 /* Fresh pages (buddy.h) already matched by a release. */
 static uint64_t fresh_matched;
+/* When the last offset batch was made. */
+static uint64_t last_offset_ms;
 
 /* Below this many fresh pages, no system call is worth it. */
 #define OFFSET_MIN_PAGES 64
@@ -160,8 +162,13 @@ void mb_purge_offset(void)
 	uint64_t now = mb_now_ms();
 	if (now < OFFSET_MIN_IDLE_MS || oldest > now - OFFSET_MIN_IDLE_MS)
 		return;
+	/* One batch per interval at most: a debt paid a few pages at a time
+	 * would otherwise cost every slow path a batch and a system call. */
+	if (now < __atomic_load_n(&last_offset_ms, __ATOMIC_RELAXED) + MB_PURGE_INTERVAL_MS)
+		return;
 	if (mb_lock_try(&purge_lock) != 0)
 		return;
+	__atomic_store_n(&last_offset_ms, now, __ATOMIC_RELAXED);
 	matched = __atomic_load_n(&fresh_matched, __ATOMIC_RELAXED);
 	uint64_t want = fresh > matched ? fresh - matched : 0;
 	if (want > OFFSET_BUDGET)
