@@ -639,8 +639,9 @@ TEST(purge_releases_free_pages_of_sparse_slabs)
 	free(w);
 }
 
-/* A budget of one page releases one page. */
-TEST(purge_keeps_to_its_budget)
+/* Only sparse slabs are purged, and a budget of one page releases one
+ * page. */
+TEST(purge_only_sparse_and_keeps_to_its_budget)
 {
 	heap();
 	const unsigned c = 38; /* 16 pages, 11 objects */
@@ -655,10 +656,18 @@ TEST(purge_keeps_to_its_budget)
 		memset(v[i], 1, ci->size);
 	}
 	struct mb_slab *a = mb_theap_slab_of(v[0]);
-	for (unsigned i = 1; i < nobj; i++)
+	/* Three of eleven in use: more than a quarter, not sparse, so its
+	 * free pages stay, though most of its pages are free. */
+	for (unsigned i = 3; i < nobj; i++)
 		give(h, v[i]);
-	ASSERT_EQ(a->used, 1);
+	ASSERT_EQ(a->used, 3);
+	ASSERT_EQ(a->list, MB_SLAB_PARTIAL);
 	unsigned failed;
+	ASSERT_EQ(mb_theap_purge(1000, &failed), 0);
+	ASSERT_EQ(a->released, 0);
+	give(h, v[1]);
+	give(h, v[2]);
+	ASSERT_EQ(a->used, 1);
 	ASSERT_EQ(mb_theap_purge(1, &failed), 1);
 	ASSERT_EQ(__builtin_popcount(a->released), 1);
 	size_t more = mb_theap_purge(1000, &failed);
