@@ -23,7 +23,9 @@ unit_tests = \
 	tests/unit/test_options \
 	tests/unit/test_large \
 	tests/unit/test_purge \
-	tests/unit/test_background
+	tests/unit/test_background \
+	tests/unit/test_slab \
+	tests/unit/test_site
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -64,6 +66,10 @@ tests_unit_test_purge_SOURCES = tests/unit/test_purge.c
 tests_unit_test_purge_LDADD = $(unit_ldadd)
 tests_unit_test_background_SOURCES = tests/unit/test_background.c
 tests_unit_test_background_LDADD = $(unit_ldadd)
+tests_unit_test_slab_SOURCES = tests/unit/test_slab.c
+tests_unit_test_slab_LDADD = $(unit_ldadd)
+tests_unit_test_site_SOURCES = tests/unit/test_site.c
+tests_unit_test_site_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without

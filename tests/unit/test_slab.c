@@ -1,0 +1,682 @@
+/* Thread-owned slabs (slab.c, theap.c) over the process heap of heap.h set
+ * up by the harness, without the rest of the process: thread heaps made
+ * with mb_theap_create(), objects taken the way the fast and slow paths of
+ * alloc.c take them (mb_theap_pop, then mb_theap_alloc_slow) and freed the
+ * way raw_free() frees them (mb_theap_push, then mb_theap_freed or
+ * mb_theap_free). Covered: objects of one (key, class) never overlap and
+ * stay inside their slab; a slab whose objects all went back leaves for
+ * the buddy (the buddy's allocated pages back where they started); the
+ * settle rule of a full slab, at its exact boundary; double frees, owned
+ * and remote, abort with the address; remote frees from a second thread
+ * are collected by the owner, none lost; the slabs of an exited thread are
+ * adopted by the next heap that needs their class or frees into them;
+ * mb_theap_purge() hands back the whole free pages of sparse slabs, not of
+ * the current one, and the slab still works after. The buddy checker runs
+ * after every phase.
+ *
+ * The heap is set up once for the whole program: thread heaps live in
+ * metadata outside it and stay on the list of heaps, so every test gives
+ * back everything it took. */
+#include "config.h"
+#include "harness.h"
+#include "sizeclass.h"
+#include "slab.h"
+#include "theap.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE MB_PAGE_SIZE
+
+static struct mb_buddy *const B = &mb_heap.buddy;
+static size_t base_pages, base_slab_pages;
+
+/* The heap, once; the buddy's allocated pages noted as the baseline. */
+static void heap(void)
+{
+	static int ready;
+	if (!ready) {
+		mb_sizeclass_init();
+		test_heap_setup(64 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+		ready = 1;
+	}
+	ASSERT_BUDDY(B);
+	base_pages = B->pages_allocated;
+	base_slab_pages = mb_heap.slab_pages;
+}
+
+/* Everything given back: the buddy holds what it held before the test. */
+static void all_back(void)
+{
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(mb_heap.slab_pages, base_slab_pages);
+	ASSERT_EQ(B->pages_allocated, base_pages);
+}
+
+/* An object as malloc_small() takes it. */
+static void *take(struct mb_theap *h, int key, unsigned c)
+{
+	size_t n = mb_classes[c].size;
+	void *p = mb_theap_pop(h, key, c, n);
+	if (!p)
+		p = mb_theap_alloc_slow(h, key, c, n);
+	if (!p)
+		FAIL("no object of key %d class %u", key, c);
+	struct mb_slab *s = mb_theap_slab_of(p);
+	ASSERT_NE(s, NULL);
+	ASSERT_EQ(s->key, key);
+	ASSERT_EQ(s->sclass, c);
+	ASSERT_EQ(mb_slab_owner(s), h);
+	long i = mb_slab_index(s, p);
+	ASSERT_GE(i, 0);
+	ASSERT(!mb_slab_is_free(s, (uint32_t)i));
+	/* Inside its slab's pages. */
+	ASSERT_GE((uintptr_t)p, s->start);
+	ASSERT_LE((uintptr_t)p + s->size, s->start + (uintptr_t)mb_classes[c].slab_pages * PAGE);
+	return p;
+}
+
+static void slab_and_index(void *p, struct mb_slab **sp, uint32_t *ip)
+{
+	struct mb_slab *s = mb_theap_slab_of(p);
+	ASSERT_NE(s, NULL);
+	long i = mb_slab_index(s, p);
+	ASSERT_GE(i, 0);
+	*sp = s;
+	*ip = (uint32_t)i;
+}
+
+/* A free as raw_free() does it, by h (which may not own p; NULL: a
+ * thread with no heap of its own, seen as another thread). */
+static void give(struct mb_theap *h, void *p)
+{
+	struct mb_slab *s;
+	int r = mb_theap_push(h, p, &s);
+	if (r == 2)
+		mb_theap_freed(h, s);
+	else if (r == 0) {
+		uint32_t i;
+		slab_and_index(p, &s, &i);
+		mb_theap_free(h, s, i, p);
+	}
+}
+
+static int by_addr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Distinct, and no two closer than the class size. */
+static void no_overlap(void **v, size_t n, size_t size)
+{
+	uintptr_t *a = malloc(n * sizeof *a);
+	ASSERT_NE(a, NULL);
+	for (size_t i = 0; i < n; i++)
+		a[i] = (uintptr_t)v[i];
+	qsort(a, n, sizeof *a, by_addr);
+	for (size_t i = 1; i < n; i++)
+		if (a[i] - a[i - 1] < size)
+			FAIL("objects %#jx and %#jx overlap (size %zu)", (uintmax_t)a[i - 1], (uintmax_t)a[i], size);
+	free(a);
+}
+
+TEST(objects_never_overlap_and_all_go_back)
+{
+	heap();
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	static const unsigned classes[] = { 0, 3, 8, 15, 20, 30, 38, 51 };
+	for (size_t k = 0; k < sizeof classes / sizeof classes[0]; k++) {
+		unsigned c = classes[k];
+		const struct mb_class_info *ci = &mb_classes[c];
+		/* Three slabs and a bit. */
+		size_t n = 3 * ci->nobj + 2;
+		void **v = malloc(n * sizeof *v);
+		ASSERT_NE(v, NULL);
+		for (size_t i = 0; i < n; i++) {
+			v[i] = take(h, MB_DEFAULT_TYPE, c);
+			memset(v[i], (int)i, ci->size); /* an overlap would show to ASan too */
+		}
+		ASSERT_BUDDY(B);
+		no_overlap(v, n, ci->size);
+		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 4 * ci->slab_pages);
+		ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nalloc, n);
+		/* Freed in allocation order: each full slab goes to the buddy
+		 * as its last object goes; the current one stays. */
+		for (size_t i = 0; i < n; i++) {
+			give(h, v[i]);
+			if (i + 1 == ci->nobj)
+				ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 3 * ci->slab_pages);
+		}
+		ASSERT_BUDDY(B);
+		ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nfree, n);
+		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + ci->slab_pages);
+		/* The current slab, empty, goes back when asked for. */
+		ASSERT_EQ(mb_theap_give_back(h), 1);
+		all_back();
+		free(v);
+	}
+	mb_theap_destroy(h);
+	all_back();
+}
+
+/* The rule itself, on a descriptor of each size: a full slab settles at
+ * exactly max(nobj / 4, min(nobj / 2, 8)) free objects, an empty one
+ * unless it is current, and a partial or current one otherwise never. */
+TEST(settle_rule_boundary)
+{
+	for (unsigned nobj = 1; nobj <= 300; nobj++) {
+		unsigned half = nobj / 2 < 8 ? nobj / 2 : 8, need = nobj / 4 > half ? nobj / 4 : half;
+		if (need == 0)
+			need = 1;
+		struct mb_slab s = { .nobj = (uint16_t)nobj, .list = MB_SLAB_FULL };
+		for (unsigned fr = 0; fr <= nobj; fr++) {
+			s.used = (uint16_t)(nobj - fr);
+			s.list = MB_SLAB_FULL;
+			if (mb_slab_settle_due(&s) != (fr >= need))
+				FAIL("full slab of %u objects with %u free: settle %d, expected %d", nobj, fr,
+				     mb_slab_settle_due(&s), fr >= need);
+			s.list = MB_SLAB_PARTIAL;
+			ASSERT_EQ(mb_slab_settle_due(&s), fr == nobj);
+			s.list = MB_SLAB_CURRENT;
+			ASSERT_EQ(mb_slab_settle_due(&s), 0);
+		}
+	}
+	/* The documented points: a quarter of 64, of 256; 8 of 25; half of
+	 * 10 and of 8. */
+	struct mb_slab s = { .nobj = 64, .used = 64 - 15, .list = MB_SLAB_FULL };
+	ASSERT_EQ(mb_slab_settle_due(&s), 0);
+	s.used = 64 - 16;
+	ASSERT_EQ(mb_slab_settle_due(&s), 1);
+	s = (struct mb_slab){ .nobj = 256, .used = 256 - 63, .list = MB_SLAB_FULL };
+	ASSERT_EQ(mb_slab_settle_due(&s), 0);
+	s.used = 256 - 64;
+	ASSERT_EQ(mb_slab_settle_due(&s), 1);
+	s = (struct mb_slab){ .nobj = 25, .used = 25 - 7, .list = MB_SLAB_FULL };
+	ASSERT_EQ(mb_slab_settle_due(&s), 0);
+	s.used = 25 - 8;
+	ASSERT_EQ(mb_slab_settle_due(&s), 1);
+	s = (struct mb_slab){ .nobj = 10, .used = 10 - 4, .list = MB_SLAB_FULL };
+	ASSERT_EQ(mb_slab_settle_due(&s), 0);
+	s.used = 10 - 5;
+	ASSERT_EQ(mb_slab_settle_due(&s), 1);
+	s = (struct mb_slab){ .nobj = 8, .used = 8 - 3, .list = MB_SLAB_FULL };
+	ASSERT_EQ(mb_slab_settle_due(&s), 0);
+	s.used = 8 - 4;
+	ASSERT_EQ(mb_slab_settle_due(&s), 1);
+}
+
+/* The same through the heap: a full slab stays on the full list until the
+ * free that reaches the threshold, which moves it to the partial list,
+ * and its objects are handed out again before any new slab. */
+TEST(full_slab_settles_at_the_threshold)
+{
+	heap();
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	static const unsigned classes[] = { 0, 3, 6, 8, 11, 13, 15, 28 };
+	for (size_t k = 0; k < sizeof classes / sizeof classes[0]; k++) {
+		unsigned c = classes[k];
+		unsigned nobj = mb_classes[c].nobj;
+		unsigned half = nobj / 2 < 8 ? nobj / 2 : 8, need = nobj / 4 > half ? nobj / 4 : half;
+		void **v = malloc((nobj + 1) * sizeof *v);
+		ASSERT_NE(v, NULL);
+		for (unsigned i = 0; i <= nobj; i++)
+			v[i] = take(h, 1, c);
+		struct mb_slab *a = mb_theap_slab_of(v[0]);
+		ASSERT_EQ(mb_theap_slab_of(v[nobj - 1]), a);
+		ASSERT_NE(mb_theap_slab_of(v[nobj]), a);
+		ASSERT_EQ(a->list, MB_SLAB_FULL);
+		ASSERT_EQ(h->full[1][c].n, 1);
+		for (unsigned i = 0; i < need; i++) {
+			if (a->list != MB_SLAB_FULL)
+				FAIL("class %u (%u objects): left the full list after %u frees, expected %u", c,
+				     nobj, i, need);
+			give(h, v[i]);
+		}
+		if (a->list != MB_SLAB_PARTIAL)
+			FAIL("class %u (%u objects): not on the partial list after %u frees (list %d)", c, nobj,
+			     need, a->list);
+		ASSERT_EQ(h->full[1][c].n, 0);
+		ASSERT_EQ(h->partial[1][c].n, 1);
+		ASSERT_BUDDY(B);
+		/* Exhaust the current slab: the next object comes from a. */
+		size_t pages = mb_heap.slab_pages;
+		struct mb_slab *cur = h->bin[1][c].cur;
+		void **w = malloc(nobj * sizeof *w);
+		ASSERT_NE(w, NULL);
+		unsigned nw = 0;
+		while (cur->used < cur->nobj)
+			w[nw++] = take(h, 1, c);
+		for (unsigned i = 0; i < need; i++) {
+			v[i] = take(h, 1, c);
+			ASSERT_EQ(mb_theap_slab_of(v[i]), a);
+		}
+		ASSERT_EQ(mb_heap.slab_pages, pages);
+		for (unsigned i = 0; i <= nobj; i++)
+			give(h, v[i]);
+		for (unsigned i = 0; i < nw; i++)
+			give(h, w[i]);
+		mb_theap_give_back(h);
+		all_back();
+		free(v);
+		free(w);
+	}
+	mb_theap_destroy(h);
+	all_back();
+}
+
+/* ---- double frees, in a child: they abort ---- */
+
+static void double_free_owned(void *arg)
+{
+	(void)arg;
+	struct mb_theap *h = mb_theap_create();
+	void *keep = take(h, MB_DEFAULT_TYPE, 2);
+	void *p = take(h, MB_DEFAULT_TYPE, 2);
+	printf("object %p\n", p);
+	fflush(stdout);
+	give(h, p);
+	give(h, p);
+	(void)keep;
+	printf("not caught\n");
+}
+
+static void double_free_remote(void *arg)
+{
+	(void)arg;
+	struct mb_theap *h = mb_theap_create();
+	void *keep = take(h, MB_DEFAULT_TYPE, 2);
+	void *p = take(h, MB_DEFAULT_TYPE, 2);
+	printf("object %p\n", p);
+	fflush(stdout);
+	give(NULL, p); /* another thread's free: a remote bit */
+	give(NULL, p);
+	(void)keep;
+	printf("not caught\n");
+}
+
+static void owner_then_remote(void *arg)
+{
+	(void)arg;
+	struct mb_theap *h = mb_theap_create();
+	void *keep = take(h, MB_DEFAULT_TYPE, 2);
+	void *p = take(h, MB_DEFAULT_TYPE, 2);
+	printf("object %p\n", p);
+	fflush(stdout);
+	give(h, p);
+	give(NULL, p);
+	(void)keep;
+	printf("not caught\n");
+}
+
+static void remote_then_owner(void *arg)
+{
+	(void)arg;
+	struct mb_theap *h = mb_theap_create();
+	void *keep = take(h, MB_DEFAULT_TYPE, 2);
+	void *p = take(h, MB_DEFAULT_TYPE, 2);
+	printf("object %p\n", p);
+	fflush(stdout);
+	give(NULL, p);
+	give(h, p);
+	(void)keep;
+	printf("not caught\n");
+}
+
+static void expect_abort(void (*fn)(void *))
+{
+	struct test_child c;
+	test_child_run(&c, fn, NULL);
+	ASSERT_EQ(c.status, 128 + SIGABRT);
+	void *p = NULL;
+	const char *o = strstr(c.out, "object ");
+	ASSERT(o != NULL);
+	ASSERT_EQ(sscanf(o, "object %p", &p), 1);
+	char want[128];
+	snprintf(want, sizeof want, "libmbuddy: free(): double free detected");
+	ASSERT_CONTAINS(c.out, want);
+	snprintf(want, sizeof want, ": %p\n", p);
+	ASSERT_CONTAINS(c.out, want);
+	ASSERT(strstr(c.out, "not caught") == NULL);
+}
+
+TEST(double_free_aborts_with_the_address)
+{
+	heap();
+	expect_abort(double_free_owned);
+	expect_abort(double_free_remote);
+	expect_abort(owner_then_remote);
+	expect_abort(remote_then_owner);
+	all_back(); /* the children's objects were theirs */
+}
+
+/* ---- remote frees ---- */
+
+struct remote_job {
+	void **v;
+	size_t n;
+};
+
+/* A second thread, with a heap of its own, frees the objects. */
+static void *remote_free_all(void *arg)
+{
+	struct remote_job *j = arg;
+	struct mb_theap *h2 = mb_theap_create();
+	if (!h2)
+		return (void *)1;
+	for (size_t i = 0; i < j->n; i++)
+		give(h2, j->v[i]);
+	int bad = h2->bin[MB_DEFAULT_TYPE][3].nfree != j->n;
+	mb_theap_destroy(h2);
+	return (void *)(uintptr_t)bad;
+}
+
+static void in_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	ASSERT_EQ(pthread_create(&t, NULL, fn, arg), 0);
+	void *r;
+	ASSERT_EQ(pthread_join(t, &r), 0);
+	ASSERT_EQ(r, NULL);
+}
+
+TEST(remote_frees_are_collected)
+{
+	heap();
+	const unsigned c = 3;
+	unsigned nobj = mb_classes[c].nobj;
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	/* Slab a full (on the full list), slab b current and full too. */
+	void **v = malloc(2 * nobj * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (unsigned i = 0; i < 2 * nobj; i++)
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+	struct mb_slab *a = mb_theap_slab_of(v[0]), *b = mb_theap_slab_of(v[nobj]);
+	ASSERT_EQ(a->list, MB_SLAB_FULL);
+	ASSERT_EQ(b->list, MB_SLAB_CURRENT);
+	ASSERT_EQ(b->used, nobj);
+	size_t pages = mb_heap.slab_pages;
+
+	struct remote_job j = { v, 2 * nobj };
+	in_thread(remote_free_all, &j);
+	ASSERT_BUDDY(B);
+	/* Free by their remote bits only; the owner's bits untouched. */
+	for (unsigned i = 0; i < 2 * nobj; i++) {
+		struct mb_slab *s;
+		uint32_t k;
+		slab_and_index(v[i], &s, &k);
+		ASSERT(mb_slab_is_free(s, k));
+		ASSERT_EQ((s->w[k >> 6].free >> (k & 63)) & 1, 0);
+		ASSERT_EQ((s->remote[k >> 6] >> (k & 63)) & 1, 1);
+	}
+	ASSERT_EQ(a->has_remote, 1);
+	ASSERT_EQ(b->has_remote, 1);
+	ASSERT_EQ(a->used, nobj);
+	ASSERT_EQ(b->used, nobj);
+	ASSERT_EQ(h->revive[MB_DEFAULT_TYPE][c], 1); /* a is full: the owner was told */
+	ASSERT_EQ(a->list, MB_SLAB_FULL);
+
+	/* The owner takes them all again, with no new slab: none lost. */
+	void **w = malloc(2 * nobj * sizeof *w);
+	ASSERT_NE(w, NULL);
+	for (unsigned i = 0; i < 2 * nobj; i++)
+		w[i] = take(h, MB_DEFAULT_TYPE, c);
+	ASSERT_EQ(mb_heap.slab_pages, pages);
+	ASSERT_EQ(a->used, nobj);
+	ASSERT_EQ(b->used, nobj);
+	ASSERT_EQ(a->remote[0] | b->remote[0], 0);
+	uintptr_t *x = malloc(2 * nobj * sizeof *x), *y = malloc(2 * nobj * sizeof *y);
+	ASSERT(x && y);
+	for (unsigned i = 0; i < 2 * nobj; i++) {
+		x[i] = (uintptr_t)v[i];
+		y[i] = (uintptr_t)w[i];
+	}
+	qsort(x, 2 * nobj, sizeof *x, by_addr);
+	qsort(y, 2 * nobj, sizeof *y, by_addr);
+	ASSERT_EQ(memcmp(x, y, 2 * nobj * sizeof *x), 0);
+	/* One more needs a new slab. */
+	void *extra = take(h, MB_DEFAULT_TYPE, c);
+	ASSERT_EQ(mb_heap.slab_pages, pages + mb_classes[c].slab_pages);
+	give(h, extra);
+	for (unsigned i = 0; i < 2 * nobj; i++)
+		give(h, w[i]);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+	free(v);
+	free(w);
+	free(x);
+	free(y);
+}
+
+/* ---- an exited thread's slabs ---- */
+
+struct exit_job {
+	unsigned c;
+	void **live;  /* what it leaves alive */
+	size_t nlive;
+	size_t nfree; /* free objects it leaves in its slabs */
+};
+
+static void *allocate_and_exit(void *arg)
+{
+	struct exit_job *j = arg;
+	unsigned nobj = mb_classes[j->c].nobj;
+	struct mb_theap *h = mb_theap_create();
+	if (!h)
+		return (void *)1;
+	/* Three slabs: the first two full, then every other object of all
+	 * three freed, so that they all have free objects and live ones. */
+	size_t n = 3 * nobj;
+	void **v = malloc(n * sizeof *v);
+	if (!v)
+		return (void *)1;
+	for (size_t i = 0; i < n; i++)
+		v[i] = take(h, MB_DEFAULT_TYPE, j->c);
+	j->nlive = j->nfree = 0;
+	for (size_t i = 0; i < n; i++)
+		if (i % 2)
+			give(h, v[i]), j->nfree++;
+		else
+			j->live[j->nlive++] = v[i];
+	free(v);
+	mb_theap_destroy(h); /* as at thread exit */
+	return NULL;
+}
+
+TEST(abandoned_slabs_are_adopted)
+{
+	heap();
+	struct exit_job j = { .c = 4 };
+	unsigned nobj = mb_classes[j.c].nobj;
+	j.live = malloc(3 * nobj * sizeof *j.live);
+	ASSERT_NE(j.live, NULL);
+	in_thread(allocate_and_exit, &j);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 3 * mb_classes[j.c].slab_pages);
+	for (size_t i = 0; i < j.nlive; i++) {
+		struct mb_slab *s = mb_theap_slab_of(j.live[i]);
+		ASSERT_EQ(mb_slab_owner(s), NULL);
+		ASSERT_EQ(s->list, MB_SLAB_ABANDONED);
+	}
+
+	/* Another heap that needs the class takes the abandoned slabs'
+	 * free objects, every one, before any new slab. */
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	size_t pages = mb_heap.slab_pages;
+	void **w = malloc(j.nfree * sizeof *w);
+	ASSERT_NE(w, NULL);
+	for (size_t i = 0; i < j.nfree; i++) {
+		w[i] = take(h, MB_DEFAULT_TYPE, j.c);
+		for (size_t k = 0; k < j.nlive; k++)
+			ASSERT_NE(w[i], j.live[k]);
+	}
+	ASSERT_EQ(mb_heap.slab_pages, pages);
+	no_overlap(w, j.nfree, mb_classes[j.c].size);
+	for (size_t i = 0; i < j.nlive; i++)
+		ASSERT_EQ(mb_slab_owner(mb_theap_slab_of(j.live[i])), h);
+	ASSERT_BUDDY(B);
+	for (size_t i = 0; i < j.nfree; i++)
+		give(h, w[i]);
+	for (size_t i = 0; i < j.nlive; i++)
+		give(h, j.live[i]);
+	mb_theap_give_back(h);
+	all_back();
+
+	/* Again, and this time the live objects are freed by a heap that
+	 * never allocated the class: it adopts each slab it frees into. */
+	in_thread(allocate_and_exit, &j);
+	for (size_t i = 0; i < j.nlive; i++) {
+		struct mb_slab *s = mb_theap_slab_of(j.live[i]);
+		give(h, j.live[i]);
+		if (s->used)
+			ASSERT_EQ(mb_slab_owner(s), h);
+	}
+	ASSERT_BUDDY(B);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+	free(w);
+	free(j.live);
+}
+
+/* ---- the purge of sparse slabs ---- */
+
+/* Pages of [p, p + len) the kernel holds for us. */
+static size_t resident(const void *p, size_t len)
+{
+	unsigned char v[MB_SLAB_MAX_PAGES];
+	ASSERT_LE(len / PAGE, sizeof v);
+	ASSERT_EQ(mincore((void *)p, len, v), 0);
+	size_t n = 0;
+	for (size_t i = 0; i < len / PAGE; i++)
+		n += v[i] & 1;
+	return n;
+}
+
+TEST(purge_releases_free_pages_of_sparse_slabs)
+{
+	heap();
+	const unsigned c = 20; /* 4 pages, objects across page edges */
+	const struct mb_class_info *ci = &mb_classes[c];
+	unsigned nobj = ci->nobj;
+	ASSERT_GT(ci->slab_pages, 2);
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	void **v = malloc(2 * nobj * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (unsigned i = 0; i < 2 * nobj; i++) {
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+		memset(v[i], 0xa5, ci->size);
+	}
+	struct mb_slab *a = mb_theap_slab_of(v[0]), *b = mb_theap_slab_of(v[nobj]);
+	/* Both sparse: a keeps its object 1 only, b (current) its last. */
+	for (unsigned i = 0; i < nobj; i++)
+		if (i != 1)
+			give(h, v[i]);
+	for (unsigned i = nobj; i < 2 * nobj - 1; i++)
+		give(h, v[i]);
+	ASSERT_EQ(a->used, 1);
+	ASSERT_EQ(a->list, MB_SLAB_PARTIAL);
+	ASSERT_EQ(b->list, MB_SLAB_CURRENT);
+	ASSERT_EQ(resident((void *)a->start, ci->slab_pages * PAGE), ci->slab_pages);
+	ASSERT_EQ(resident((void *)b->start, ci->slab_pages * PAGE), ci->slab_pages);
+	/* Expected: a's pages that object 1 does not touch. */
+	uintptr_t lo = (uintptr_t)v[1] - a->start, hi = lo + ci->size - 1;
+	size_t expect = 0;
+	for (size_t pg = 0; pg < ci->slab_pages; pg++)
+		expect += !(pg * PAGE <= hi && lo < (pg + 1) * PAGE);
+	ASSERT_GT(expect, 0);
+
+	unsigned failed = 9;
+	size_t got = mb_theap_purge(1000, &failed);
+	ASSERT_EQ(failed, 0);
+	ASSERT_EQ(got, expect);
+	ASSERT_EQ(resident((void *)a->start, ci->slab_pages * PAGE), ci->slab_pages - expect);
+	ASSERT_EQ(resident((void *)b->start, ci->slab_pages * PAGE), ci->slab_pages);
+	ASSERT_EQ(b->released, 0);
+	ASSERT_EQ((size_t)__builtin_popcount(a->released), expect);
+	/* Not twice. */
+	ASSERT_EQ(mb_theap_purge(1000, &failed), 0);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(((uint32_t *)v[1])[0], 0xa5a5a5a5u); /* the live object untouched */
+
+	/* a still works: once b runs out, a is current and every one of its
+	 * free objects is handed out and written. */
+	size_t pages = mb_heap.slab_pages;
+	void **w = malloc(2 * nobj * sizeof *w);
+	ASSERT_NE(w, NULL);
+	unsigned nw = 0;
+	while (b->used < b->nobj)
+		w[nw++] = take(h, MB_DEFAULT_TYPE, c);
+	for (unsigned i = 0; i < nobj - 1; i++) {
+		w[nw] = take(h, MB_DEFAULT_TYPE, c);
+		ASSERT_EQ(mb_theap_slab_of(w[nw]), a);
+		memset(w[nw], 0x5a, ci->size);
+		nw++;
+	}
+	ASSERT_EQ(a->list, MB_SLAB_CURRENT);
+	ASSERT_EQ(a->released, 0);
+	ASSERT_EQ(a->used, nobj);
+	ASSERT_EQ(mb_heap.slab_pages, pages);
+	ASSERT_EQ(((uint32_t *)v[1])[0], 0xa5a5a5a5u);
+	ASSERT_BUDDY(B);
+	give(h, v[1]);
+	give(h, v[2 * nobj - 1]);
+	for (unsigned i = 0; i < nw; i++)
+		give(h, w[i]);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+	free(v);
+	free(w);
+}
+
+/* Only sparse slabs are purged, and a budget of one page releases one
+ * page. */
+TEST(purge_only_sparse_and_keeps_to_its_budget)
+{
+	heap();
+	const unsigned c = 38; /* 16 pages, 11 objects */
+	const struct mb_class_info *ci = &mb_classes[c];
+	unsigned nobj = ci->nobj;
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	void **v = malloc((nobj + 1) * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (unsigned i = 0; i <= nobj; i++) {
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+		memset(v[i], 1, ci->size);
+	}
+	struct mb_slab *a = mb_theap_slab_of(v[0]);
+	/* Three of eleven in use: more than a quarter, not sparse, so its
+	 * free pages stay, though most of its pages are free. */
+	for (unsigned i = 3; i < nobj; i++)
+		give(h, v[i]);
+	ASSERT_EQ(a->used, 3);
+	ASSERT_EQ(a->list, MB_SLAB_PARTIAL);
+	unsigned failed;
+	ASSERT_EQ(mb_theap_purge(1000, &failed), 0);
+	ASSERT_EQ(a->released, 0);
+	give(h, v[1]);
+	give(h, v[2]);
+	ASSERT_EQ(a->used, 1);
+	ASSERT_EQ(mb_theap_purge(1, &failed), 1);
+	ASSERT_EQ(__builtin_popcount(a->released), 1);
+	size_t more = mb_theap_purge(1000, &failed);
+	ASSERT_GT(more, 0);
+	ASSERT_EQ((size_t)__builtin_popcount(a->released), 1 + more);
+	give(h, v[0]);
+	give(h, v[nobj]);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+	free(v);
+}
