@@ -154,10 +154,11 @@ static inline struct mb_slab *mb_theap_slab_of(const void *p)
  * pointers and double frees), 1 when done, 2 when done and the slab *sp
  * must change lists (mb_theap_freed). */
 /* Whether a free must settle s: a full slab goes back to the partial list
- * once a quarter of it is free, and at least half of it or 8 objects (not
- * at its first free, or a slab would go back and forth between the lists
- * at every object, taking the heap's lock each time), and a slab that
- * empties goes to the buddy, unless it is being allocated from. */
+ * once a quarter of it is free, and at least half of it (rounded down) or
+ * 8 objects, whichever is fewer (not at its first free, or a slab would go
+ * back and forth between the lists at every object, taking the heap's lock
+ * each time); a slab that empties goes to the buddy, unless it is being
+ * allocated from. */
 static inline int mb_slab_settle_due(const struct mb_slab *s)
 {
 	uint32_t nobj = s->nobj, free_now = nobj - s->used;
