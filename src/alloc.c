@@ -45,7 +45,7 @@ static void *large_alloc(size_t n, size_t align, int key, int zero)
 {
 	struct mb_theap *h = mb_self.heap;
 	if (n <= MB_RUN_MAX && align <= MB_PAGE_SIZE && h) {
-		void *p = mb_runcache_get(h, n, key);
+		void *p = mb_runcache_get(&h->runs, &h->counts, n, key);
 		if (p) {
 			if (zero)
 				memset(p, 0, ((n + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1)));
@@ -238,7 +238,7 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 		if (m->user16 & MB_LARGE_SAMPLED)
 			mb_classify_freed(p);
 		struct mb_theap *h = mb_self.heap;
-		if (!h || !mb_runcache_put(h, p, m))
+		if (!h || !mb_runcache_put(&h->runs, &h->counts, p, m))
 			mb_large_free(p, m);
 	}
 	mb_purge_maybe();

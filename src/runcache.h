@@ -1,4 +1,4 @@
-/* Layer 4: a thread's cache of page runs just above the small-object
+/* A thread's cache of page runs just above the small-object
  * limit. Objects of MB_SMALL_MAX < n <= MB_RUN_MAX bytes are page runs of
  * the buddy (large.h), whose every allocation and free would take the heap
  * lock; programs whose sizes spread over a wide range use them often. A
@@ -36,16 +36,18 @@ struct mb_runcache {
 	size_t bytes;
 };
 
-struct mb_theap;
+struct mb_counts;
 
 /* A cached run for n bytes (MB_SMALL_MAX < n <= MB_RUN_MAX) of key's
- * type, taken and counted as allocated in h; NULL if none. */
-void *mb_runcache_get(struct mb_theap *h, size_t n, int key);
-/* Keep the live run p (first page record m) in h instead of freeing it:
- * 1 if kept (counted as freed), 0 if it does not fit (free it the usual
- * way). A run already freed is reported as a double free and aborts. */
-int mb_runcache_put(struct mb_theap *h, void *p, struct mb_page *m);
-/* Free every run h holds; returns how many. */
-size_t mb_runcache_flush(struct mb_theap *h);
+ * type, taken from rc and counted as allocated in counts (the owning
+ * thread heap's); NULL if none. */
+void *mb_runcache_get(struct mb_runcache *rc, struct mb_counts *counts, size_t n, int key);
+/* Keep the live run p (first page record m) in rc instead of freeing it:
+ * 1 if kept (counted as freed in counts), 0 if it does not fit (free it
+ * the usual way). A run already freed is reported as a double free and
+ * aborts. */
+int mb_runcache_put(struct mb_runcache *rc, struct mb_counts *counts, void *p, struct mb_page *m);
+/* Free every run rc holds; returns how many. */
+size_t mb_runcache_flush(struct mb_runcache *rc);
 
 #endif

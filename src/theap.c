@@ -391,7 +391,7 @@ static void fold_counters(struct mb_theap *h)
 
 void mb_theap_destroy(struct mb_theap *h)
 {
-	mb_runcache_flush(h);
+	mb_runcache_flush(&h->runs);
 	mb_lock_acquire(&h->lock);
 	let_go_all(h);
 	mb_lock_release(&h->lock);
@@ -411,7 +411,7 @@ void mb_theap_tick(struct mb_theap *h)
 	h->flushed_ms = now;
 	/* Runs no allocation asked for lately, of a size or type the
 	 * thread's sites no longer get, say. */
-	mb_runcache_flush(h);
+	mb_runcache_flush(&h->runs);
 }
 
 /* With h's lock held: the slabs of q that other threads emptied, to the
@@ -433,7 +433,7 @@ static int give_back_emptied(struct mb_slabq *q)
 
 int mb_theap_give_back(struct mb_theap *h)
 {
-	int any = mb_runcache_flush(h) != 0;
+	int any = mb_runcache_flush(&h->runs) != 0;
 	mb_lock_acquire(&h->lock);
 	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
