@@ -25,13 +25,16 @@ static __thread int in_classify MB_TLS;
  * cache of its own (a quarter MiB, faulted in, then unmapped at exit), which
  * short-lived threads should not pay for. */
 static __thread int thread_unwinds MB_TLS;
-/* Nor before it has lived THREAD_UNWIND_AFTER_MS from its first sample:
- * a program that replaces its threads every few milliseconds (a server's
- * worker per request) would pay the trace cache's set-up and page faults
- * for each of them, a third of its time, for samples that a longer-lived
- * thread takes as well. */
+/* Nor before it has lived THREAD_UNWIND_AFTER_MS from its first sample or
+ * taken THREAD_UNWIND_AFTER_SAMPLES samples (some 32,000 allocations),
+ * whichever comes first: a program that replaces its threads every few
+ * milliseconds (a server's worker per request) would pay the trace cache's
+ * set-up and page faults for each of them, a third of its time, for
+ * samples that a longer-lived thread takes as well. */
 #define THREAD_UNWIND_AFTER_MS 50
+#define THREAD_UNWIND_AFTER_SAMPLES 64
 static __thread uint64_t thread_first_sample_ms MB_TLS;
+static __thread uint32_t thread_samples MB_TLS;
 /* A new site's first allocation is unwound only once the process has
  * allocated this much (sampled allocations are unwound from the start): a
  * short process (a compiler's driver, a tool run a thousand times by a
@@ -262,7 +265,8 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 		uint64_t now = mb_now_ms();
 		if (!thread_first_sample_ms)
 			thread_first_sample_ms = now;
-		else if (now - thread_first_sample_ms >= THREAD_UNWIND_AFTER_MS)
+		else if (now - thread_first_sample_ms >= THREAD_UNWIND_AFTER_MS ||
+			 ++thread_samples >= THREAD_UNWIND_AFTER_SAMPLES)
 			thread_unwinds = 1;
 	}
 	uint32_t weight = 0;
