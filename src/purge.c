@@ -4,9 +4,11 @@
 #include "lockstat.h"
 #include "metadata.h"
 #include "options.h"
+#include "region.h"
 #include "slab.h"
 #include "theap.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -95,6 +97,43 @@ static size_t sweep(int force, uint64_t now, size_t budget)
 	return n;
 }
 
+/* ---- huge pages (buddy.h) ---- */
+
+/* Collapses per pass: each copies up to 2 MiB, with no lock held. */
+#define HUGE_PASS_UNITS 8
+
+/* Dense units that have waited long enough are collapsed, the purge lock
+ * held (no release runs meanwhile), no allocator lock. Returns the units
+ * the kernel was asked about. */
+static size_t huge_pass(size_t max)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	if (__atomic_load_n(&b->hp_due, __ATOMIC_SEQ_CST) > mb_now_ms())
+		return 0;
+	size_t units[HUGE_PASS_UNITS];
+	int err[HUGE_PASS_UNITS];
+	if (max > HUGE_PASS_UNITS)
+		max = HUGE_PASS_UNITS;
+	mb_heap_lock();
+	clock_advance_locked(mb_now_ms());
+	size_t n = b->hp_on ? mb_buddy_hp_take(b, units, max) : 0;
+	mb_heap_unlock();
+	for (size_t k = 0; k < n; k++)
+		err[k] = mb_os_collapse(mb_buddy_page_addr(b, units[k] << MB_HP_SHIFT), MB_HP_PAGES << MB_PAGE_SHIFT);
+	mb_heap_lock();
+	for (size_t k = 0; k < n; k++) {
+		mb_buddy_hp_done(b, units[k], err[k] == 0);
+		/* Not supported here (an old kernel, a seccomp filter): no
+		 * unit will do better; stop asking. */
+		if (err[k] == EINVAL || err[k] == EPERM || err[k] == ENOSYS) {
+			b->hp_on = 0;
+			__atomic_store_n(&b->hp_due, UINT64_MAX, __ATOMIC_SEQ_CST);
+		}
+	}
+	mb_heap_unlock();
+	return n;
+}
+
 /* Batches until nothing is due; the purge lock is taken for each. */
 static size_t batches(int force)
 {
@@ -111,6 +150,10 @@ static size_t batches(int force)
 
 size_t mb_purge(int force)
 {
+	mb_lock_acquire(&purge_lock);
+	while (huge_pass(HUGE_PASS_UNITS))
+		;
+	mb_lock_release(&purge_lock);
 	size_t total = batches(force);
 	/* Then the slabs, bounded, as each central lock is held while its
 	 * pages are released; slabs they free are queued, and taken at once
@@ -162,12 +205,14 @@ void mb_purge_offset(void)
 
 unsigned long long mb_purge_next_due(void)
 {
+	uint64_t huge = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
 	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
 	if (oldest == UINT64_MAX)
-		return UINT64_MAX;
+		return huge;
 	uint64_t due = oldest + idle_ms();
 	uint64_t next_pass = __atomic_load_n(&last_pass_ms, __ATOMIC_RELAXED) + MB_PURGE_INTERVAL_MS;
-	return due > next_pass ? due : next_pass;
+	due = due > next_pass ? due : next_pass;
+	return huge < due ? huge : due;
 }
 
 void mb_purge_step(unsigned long long due)
@@ -180,6 +225,8 @@ void mb_purge_step(unsigned long long due)
 	if (mb_lock_try(&purge_lock) != 0)
 		return;
 	size_t n = 0;
+	/* One collapse at most: the caller is an allocation. */
+	huge_pass(1);
 	if (now >= due) {
 		__atomic_store_n(&last_pass_ms, now, __ATOMIC_RELAXED);
 		n = batch(idle_since(0, now), MB_PURGE_INLINE_BUDGET);
