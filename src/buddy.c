@@ -475,7 +475,15 @@ void mb_buddy_hp_done(struct mb_buddy *b, size_t u, int ok)
 	b->count.hp_asked++;
 	if (!ok) {
 		b->count.hp_refused++;
-		b->hp_flags[u] |= b->hp_flags[u] & MB_HPF_TRY1 ? MB_HPF_NOMORE : MB_HPF_TRY1;
+		if (b->hp_flags[u] & MB_HPF_TRY1) {
+			b->hp_flags[u] |= MB_HPF_NOMORE;
+		} else {
+			/* Often transient (EAGAIN: pages just faulted in, not
+			 * yet on the kernel's LRU lists): once more, later. */
+			b->hp_flags[u] |= MB_HPF_TRY1;
+			if (b->hp_on && b->hp_used[u] >= b->hp_promote && mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL)
+				hp_mark(b, u);
+		}
 		return;
 	}
 	b->count.hp_collapsed++;

@@ -304,8 +304,8 @@ static inline int mb_buddy_hp_keep(const struct mb_buddy *b, size_t idx)
  * MB_HPF_CAND cleared, into units[] (those no longer dense are dropped).
  * Returns how many. */
 size_t mb_buddy_hp_take(struct mb_buddy *b, size_t *units, size_t max);
-/* The kernel's answer for unit u: ok, or refused (tried again once, at a
- * later candidacy, then not until the unit empties). */
+/* The kernel's answer for unit u: ok, or refused (tried once more after
+ * the settle time, then not until the unit empties). */
 void mb_buddy_hp_done(struct mb_buddy *b, size_t u, int ok);
 
 /* Free-block counts for the kernel's fragmentation indices (see stats). */

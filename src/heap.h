@@ -56,7 +56,7 @@ struct mb_heap {
  * collapsed. See "Huge pages" in libmbuddy(3). */
 #define MB_HP_PROMOTE 480
 #define MB_HP_DEMOTE 384
-#define MB_HP_SETTLE_MS 20
+#define MB_HP_SETTLE_MS 50
 
 extern struct mb_heap mb_heap;
 
