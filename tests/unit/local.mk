@@ -23,7 +23,8 @@ unit_tests = \
 	tests/unit/test_options \
 	tests/unit/test_large \
 	tests/unit/test_purge \
-	tests/unit/test_background
+	tests/unit/test_background \
+	tests/unit/test_huge
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -64,6 +65,8 @@ tests_unit_test_purge_SOURCES = tests/unit/test_purge.c
 tests_unit_test_purge_LDADD = $(unit_ldadd)
 tests_unit_test_background_SOURCES = tests/unit/test_background.c
 tests_unit_test_background_LDADD = $(unit_ldadd)
+tests_unit_test_huge_SOURCES = tests/unit/test_huge.c
+tests_unit_test_huge_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without
