@@ -183,7 +183,9 @@ static int kick(uint64_t due)
 		}
 		return 1;
 	}
-	if (s != BG_NONE || !mb_opt.background || mb_now_ms() < due)
+	/* Only memory to return starts it: a process that frees nothing keeps
+	 * one thread (its collapses into huge pages are made inline). */
+	if (s != BG_NONE || !mb_opt.background || mb_now_ms() < mb_purge_release_due())
 		return 0;
 	/* The first purge is due: start the thread. pthread_create may
 	 * allocate, and so come back here: the state says it is starting. */

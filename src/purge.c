@@ -203,15 +203,20 @@ void mb_purge_offset(void)
 	mb_lock_release(&purge_lock);
 }
 
+unsigned long long mb_purge_release_due(void)
+{
+	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
+	if (oldest == UINT64_MAX)
+		return UINT64_MAX;
+	uint64_t due = oldest + idle_ms();
+	uint64_t next_pass = __atomic_load_n(&last_pass_ms, __ATOMIC_RELAXED) + MB_PURGE_INTERVAL_MS;
+	return due > next_pass ? due : next_pass;
+}
+
 unsigned long long mb_purge_next_due(void)
 {
 	uint64_t huge = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
-	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
-	if (oldest == UINT64_MAX)
-		return huge;
-	uint64_t due = oldest + idle_ms();
-	uint64_t next_pass = __atomic_load_n(&last_pass_ms, __ATOMIC_RELAXED) + MB_PURGE_INTERVAL_MS;
-	due = due > next_pass ? due : next_pass;
+	uint64_t due = mb_purge_release_due();
 	return huge < due ? huge : due;
 }
 
