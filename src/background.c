@@ -183,9 +183,14 @@ static int kick(uint64_t due)
 		}
 		return 1;
 	}
-	/* Only memory to return starts it: a process that frees nothing keeps
-	 * one thread (its collapses into huge pages are made inline). */
-	if (s != BG_NONE || !mb_opt.background || mb_now_ms() < mb_purge_release_due())
+	/* Memory to return starts it, or a dense unit that has waited
+	 * MB_HP_THREAD_MS for its collapse: a process that frees nothing
+	 * and holds no dense 2 MiB keeps one thread. Collapses are made
+	 * by the thread only, never on an allocation's path (one can take
+	 * milliseconds). */
+	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
+	if (s != BG_NONE || !mb_opt.background ||
+	    (now < mb_purge_release_due() && (hp == UINT64_MAX || now < hp + MB_HP_THREAD_MS)))
 		return 0;
 	/* The first purge is due: start the thread. pthread_create may
 	 * allocate, and so come back here: the state says it is starting. */
@@ -203,7 +208,9 @@ void mb_purge_maybe(void)
 	uint64_t due = mb_purge_next_due();
 	if (due != UINT64_MAX && kick(due))
 		return;
-	mb_purge_step(due);
+	/* Without the thread, the step collapses nothing (purge.c) unless
+	 * the program asked for no thread: a collapse alone is not its work. */
+	mb_purge_step(mb_opt.background ? mb_purge_release_due() : due);
 }
 
 void mb_background_fork_child(void)

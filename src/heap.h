@@ -57,6 +57,8 @@ struct mb_heap {
 #define MB_HP_PROMOTE 480
 #define MB_HP_DEMOTE 384
 #define MB_HP_SETTLE_MS 50
+/* A collapse due for this long starts the purge thread (background.c). */
+#define MB_HP_THREAD_MS 1000
 
 extern struct mb_heap mb_heap;
 

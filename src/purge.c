@@ -230,8 +230,10 @@ void mb_purge_step(unsigned long long due)
 	if (mb_lock_try(&purge_lock) != 0)
 		return;
 	size_t n = 0;
-	/* One collapse at most: the caller is an allocation. */
-	huge_pass(1);
+	/* With MBUDDY_BACKGROUND=0 only, one collapse at most: the caller is
+	 * an allocation. Else the thread makes them. */
+	if (!mb_opt.background)
+		huge_pass(1);
 	if (now >= due) {
 		__atomic_store_n(&last_pass_ms, now, __ATOMIC_RELAXED);
 		n = batch(idle_since(0, now), MB_PURGE_INLINE_BUDGET);
