@@ -52,6 +52,18 @@ struct mbuddy_account {
 	unsigned long long other_anonymous;
 };
 
+/* Huge pages (see "Huge pages" in STATISTICS of libmbuddy(3)). */
+struct mbuddy_huge {
+	unsigned long long mode;            /* in force: 0 auto, 1 always, 2 never */
+	unsigned long long anon_huge_bytes; /* AnonHugePages of the heap region (smaps) */
+	unsigned long long huge_bytes;      /* 2 MiB units collapsed at libmbuddy's request */
+	unsigned long long huge_bytes_type[4]; /* of those, by the pageblock's type; [3]: the global pool */
+	unsigned long long collapses;       /* MADV_COLLAPSE calls */
+	unsigned long long collapses_refused; /* of those, refused by the kernel */
+	unsigned long long demotions;       /* huge units whose free pages went back once sparse */
+	unsigned long long kept_free_pages; /* free pages purges left in dense huge units */
+};
+
 /* New fields are only ever added at the end: a program reads the
  * statistics with the size of the structure it was built with
  * (mbuddy_stats_read), so a library with more fields writes only what the
@@ -78,6 +90,7 @@ struct mbuddy_stats {
 	int served;        /* 0: the process's malloc is not libmbuddy's */
 	struct mbuddy_account account;         /* now */
 	struct mbuddy_account account_at_peak; /* when RSS last rose a tenth; zero if never taken */
+	struct mbuddy_huge huge;
 };
 
 /* Fill *st, of `size` bytes (pass sizeof *st), with a snapshot of the

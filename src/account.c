@@ -89,6 +89,9 @@ static int read_smaps(struct mb_account *a, const struct ours *o)
 			ll = 0;
 			unsigned long long kib;
 			if (line[0] >= 'A' && line[0] <= 'Z') {
+				if (cur.kind == M_HEAP && strncmp(line, "AnonHugePages:", 14) == 0 &&
+				    sscanf(line + 14, "%llu", &kib) == 1)
+					a->heap_anon_huge += (uint64_t)kib << 10;
 				if (strncmp(line, "Rss:", 4) != 0 || sscanf(line + 4, "%llu", &kib) != 1)
 					continue;
 				uint64_t b = (uint64_t)kib << 10;

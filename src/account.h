@@ -40,6 +40,7 @@ struct mb_account {
 	uint64_t rss;              /* the kernel's resident set */
 	/* by mapping */
 	uint64_t heap_rss;         /* the heap region */
+	uint64_t heap_anon_huge;   /* of which in huge pages (AnonHugePages) */
 	uint64_t meta_rss;         /* the allocator's other mappings */
 	uint64_t meta_use[MB_USE_COUNT]; /* by what the mapping holds */
 	uint64_t file_rss;         /* the program's file-backed mappings */

@@ -185,12 +185,19 @@ static int kick(uint64_t due)
 		}
 		return 1;
 	}
-	/* Not in a process younger than the decay time: most processes end
-	 * before any of their memory could be due, and need no thread. */
-	uint64_t now = mb_now_ms();
+	/* Memory to return starts it, in a process that has lived one decay
+	 * time (most processes end before any of their memory could be due,
+	 * and need no thread), or a dense unit that has waited
+	 * MB_HP_THREAD_MS for its collapse: a process that frees nothing
+	 * and holds no dense 2 MiB keeps one thread. Collapses are made by
+	 * the thread only, never on an allocation's path (one can take
+	 * milliseconds). */
+	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
 	if (!first_kick_ms)
 		first_kick_ms = now;
-	if (s != BG_NONE || !mb_opt.background || now < due || now - first_kick_ms < mb_opt.decay_ms)
+	int release = now >= mb_purge_release_due() && now - first_kick_ms >= mb_opt.decay_ms;
+	int collapse = hp != UINT64_MAX && now >= hp + MB_HP_THREAD_MS;
+	if (s != BG_NONE || !mb_opt.background || (!release && !collapse))
 		return 0;
 	/* The first purge is due: start the thread. pthread_create may
 	 * allocate, and so come back here: the state says it is starting. */
@@ -208,7 +215,9 @@ void mb_purge_maybe(void)
 	uint64_t due = mb_purge_next_due();
 	if (due != UINT64_MAX && kick(due))
 		return;
-	mb_purge_step(due);
+	/* Without the thread, the step collapses nothing (purge.c) unless
+	 * the program asked for no thread: a collapse alone is not its work. */
+	mb_purge_step(mb_opt.background ? mb_purge_release_due() : due);
 }
 
 void mb_background_fork_child(void)

@@ -136,6 +136,8 @@ static void records_on(struct mb_buddy *b, size_t pb)
 
 /* ---- the global pool ---- */
 
+static void hp_forget(struct mb_buddy *b, size_t pb);
+
 /* ---- the purge queues ---- */
 
 /* Queue links are stored as index + 1: zero (untouched) means none. */
@@ -233,6 +235,7 @@ static void global_refill(struct mb_buddy *b, size_t pb, int owner)
 	int dirty = b->pb_flags[pb] & MB_PBF_RECORDS ? records_dirty(b, pb) : (b->pb_flags[pb] & MB_PBF_DIRTY);
 	if (!dirty) {
 		records_clear(b, pb);
+		hp_forget(b, pb);
 		b->pb_flags[pb] = 0;
 		if (pb < b->clean_hint)
 			b->clean_hint = pb;
@@ -410,8 +413,97 @@ static int claim_pages(struct mb_buddy *b, size_t idx, size_t n)
 	return clean == n;
 }
 
+/* ---- huge pages (buddy.h) ---- */
+
+static void hp_mark(struct mb_buddy *b, size_t u)
+{
+	b->hp_flags[u] |= MB_HPF_CAND;
+	if (!b->hp_pending++)
+		__atomic_store_n(&b->hp_due, b->clock + b->hp_settle_ms, __ATOMIC_SEQ_CST);
+}
+
+/* The pages allocated per unit; a unit that turns dense is marked. */
+static void hp_account(struct mb_buddy *b, size_t idx, size_t n, int sign)
+{
+	while (n) {
+		size_t u = idx >> MB_HP_SHIFT;
+		size_t room = ((u + 1) << MB_HP_SHIFT) - idx;
+		size_t take = n < room ? n : room;
+		if (sign > 0) {
+			b->hp_used[u] = (uint16_t)(b->hp_used[u] + take);
+			if (b->hp_on && b->hp_used[u] >= b->hp_promote &&
+			    !(b->hp_flags[u] & (MB_HPF_HUGE | MB_HPF_CAND | MB_HPF_NOMORE)))
+				hp_mark(b, u);
+		} else {
+			b->hp_used[u] = (uint16_t)(b->hp_used[u] - take);
+			if (!b->hp_used[u]) /* refusals are forgotten once it empties */
+				b->hp_flags[u] &= (uint8_t)~(MB_HPF_TRY1 | MB_HPF_NOMORE);
+		}
+		idx += take;
+		n -= take;
+	}
+}
+
+/* Pageblock pb's memory went back to the kernel: no huge page is left. */
+static void hp_forget(struct mb_buddy *b, size_t pb)
+{
+	if (!b->nunits)
+		return;
+	size_t per = b->pb_pages >> MB_HP_SHIFT;
+	for (size_t u = pb * per; u < (pb + 1) * per; u++)
+		b->hp_flags[u] &= (uint8_t)~MB_HPF_HUGE;
+}
+
+size_t mb_buddy_hp_take(struct mb_buddy *b, size_t *units, size_t max)
+{
+	size_t n = 0, end = b->pb_high << (b->pb_order - MB_HP_SHIFT);
+	if (!b->nunits)
+		return 0;
+	for (size_t u = 0; u < end && b->hp_pending && n < max; u++) {
+		if (!(b->hp_flags[u] & MB_HPF_CAND))
+			continue;
+		b->hp_flags[u] &= (uint8_t)~MB_HPF_CAND;
+		b->hp_pending--;
+		if (b->hp_used[u] >= b->hp_promote && !(b->hp_flags[u] & MB_HPF_HUGE))
+			units[n++] = u;
+	}
+	__atomic_store_n(&b->hp_due, b->hp_pending ? b->clock : UINT64_MAX, __ATOMIC_SEQ_CST);
+	return n;
+}
+
+void mb_buddy_hp_done(struct mb_buddy *b, size_t u, int ok)
+{
+	size_t pb = (u << MB_HP_SHIFT) >> b->pb_order;
+	b->count.hp_asked++;
+	if (!ok) {
+		b->count.hp_refused++;
+		if (b->hp_flags[u] & MB_HPF_TRY1) {
+			b->hp_flags[u] |= MB_HPF_NOMORE;
+		} else {
+			/* Often transient (EAGAIN: pages just faulted in, not
+			 * yet on the kernel's LRU lists): once more, later. */
+			b->hp_flags[u] |= MB_HPF_TRY1;
+			if (b->hp_on && b->hp_used[u] >= b->hp_promote && mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL)
+				hp_mark(b, u);
+		}
+		return;
+	}
+	b->count.hp_collapsed++;
+	if (mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL)
+		return; /* freed meanwhile: its purge splits it */
+	b->hp_flags[u] |= MB_HPF_HUGE;
+	/* The collapse faulted the unit's free pages in: they are resident
+	 * now, zero still but to be handed back once the unit is sparse. */
+	b->pb_flags[pb] |= MB_PBF_DIRTY;
+	if (b->pb_flags[pb] & MB_PBF_RECORDS)
+		for (size_t i = u << MB_HP_SHIFT; i < (u + 1) << MB_HP_SHIFT; i++)
+			b->pages[i].flags |= MB_PGF_DIRTY;
+}
+
 static void account_pages(struct mb_buddy *b, size_t idx, size_t n, int sign)
 {
+	if (b->nunits)
+		hp_account(b, idx, n, sign);
 	while (n) {
 		size_t pb = idx >> b->pb_order;
 		size_t room = ((pb + 1) << b->pb_order) - idx;
@@ -867,13 +959,26 @@ static int take_freed(struct mb_buddy *b, size_t pb, size_t budget, struct mb_pu
 		} else {
 			size_t s = i;
 			int dirty = 0;
-			while (i < end && b->pages[i].state == MB_PG_FREE) {
+			/* With huge pages, a span stays inside the unit where
+			 * it starts: each unit is kept or returned alone. */
+			while (i < end && b->pages[i].state == MB_PG_FREE &&
+			       (!b->nunits || (i >> MB_HP_SHIFT) == (s >> MB_HP_SHIFT) || i == s)) {
 				size_t n = (size_t)1 << b->pages[i].order;
 				dirty = dirty || block_dirty(b, i, n);
 				i += n;
 			}
 			if (!dirty)
 				continue;
+			if (mb_buddy_hp_keep(b, s)) {
+				b->count.hp_kept_pages += i - s;
+				continue;
+			}
+			if (b->nunits && (b->hp_flags[s >> MB_HP_SHIFT] & MB_HPF_HUGE)) {
+				/* Sparse, or wholly free: the huge page goes. */
+				b->hp_flags[s >> MB_HP_SHIFT] &= (uint8_t)~MB_HPF_HUGE;
+				if (b->hp_used[s >> MB_HP_SHIFT])
+					b->count.hp_demoted++;
+			}
 			if (bt->n == MB_PURGE_RANGES || bt->pages >= budget)
 				return 0;
 			for (size_t j = s; j < i;) {
@@ -931,6 +1036,7 @@ static void done_global(struct mb_buddy *b, const struct mb_purge_range *r)
 			continue;
 		}
 		records_clear(b, pb);
+		hp_forget(b, pb);
 		b->pb_flags[pb] = 0;
 		if (pb < b->clean_hint)
 			b->clean_hint = pb;
@@ -1030,7 +1136,9 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	size_t sz_used = b->nblocks * sizeof(uint32_t);
 	size_t sz_links = b->nblocks * sizeof(uint32_t);
 	size_t sz_time = b->nblocks * sizeof(uint64_t);
-	size_t total = sz_pages + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + 2 * sz_time + 64 * 8;
+	size_t nunits = b->pb_pages >= MB_HP_PAGES ? b->npages >> MB_HP_SHIFT : 0;
+	size_t sz_hp = nunits * (sizeof(uint16_t) + sizeof(uint8_t)) + 64;
+	size_t total = sz_pages + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + 2 * sz_time + sz_hp + 64 * 8;
 	total = (total + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1);
 	char *m = mb_os_reserve(total, MB_PAGE_SIZE);
 	if (m)
@@ -1049,7 +1157,12 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	b->pb_next = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
 	b->pb_prev = (uint32_t *)m;                    m += (sz_links + 63) & ~(size_t)63;
 	b->pb_freed_at = (uint64_t *)m;               m += (sz_time + 63) & ~(size_t)63;
-	b->pb_queued_since = (uint64_t *)m;
+	b->pb_queued_since = (uint64_t *)m;           m += (sz_time + 63) & ~(size_t)63;
+	b->nunits = nunits;
+	b->hp_used = (uint16_t *)m;                    m += (nunits * sizeof(uint16_t) + 63) & ~(size_t)63;
+	b->hp_flags = (uint8_t *)m;
+	b->hp_due = UINT64_MAX;
+	b->hp_promote = b->hp_demote = UINT32_MAX;
 
 	for (int t = 0; t < MB_NTYPES; t++)
 		for (unsigned o = 0; o < MB_MAX_ORDER_MAX; o++)

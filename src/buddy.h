@@ -88,7 +88,30 @@ struct mb_buddy_counters {
 	uint64_t failures[MB_NTYPES]; /* requests that found no memory */
 	uint64_t released_pageblocks; /* pageblocks handed back to the kernel */
 	uint64_t release_failures;    /* madvise calls that failed */
+	/* Huge pages (the units below). */
+	uint64_t hp_asked;            /* MADV_COLLAPSE calls made */
+	uint64_t hp_collapsed;        /* of those, the kernel built a huge page */
+	uint64_t hp_refused;          /* of those, refused (EAGAIN, ENOMEM, EINVAL...) */
+	uint64_t hp_demoted;          /* huge units purged once they fell sparse */
+	uint64_t hp_kept_pages;       /* free pages a purge left in dense huge units */
 };
+
+/* Huge pages. The kernel's transparent huge page covers 2 MiB, 512 of the
+ * buddy's pages: a "unit". With huge pages on (mb_buddy.hp_on), the buddy
+ * counts the pages allocated in each unit; a unit that reaches
+ * hp_promote pages becomes a candidate (MB_HPF_CAND), which the purge
+ * layer collapses into a huge page with no lock held (huge.c). A purge
+ * leaves the free pages of a huge unit resident while it holds at least
+ * hp_demote allocated pages (splitting a huge page to return a few 4 KiB
+ * pages costs every other page its TLB reach); below, the unit is demoted
+ * and its free pages go back as any others. A wholly free unit goes back
+ * whole. Units exist only when a pageblock holds whole units. */
+#define MB_HP_SHIFT 9
+#define MB_HP_PAGES ((size_t)1 << MB_HP_SHIFT)
+#define MB_HPF_HUGE 0x1  /* collapsed: the kernel maps it with one huge page */
+#define MB_HPF_CAND 0x2  /* dense: waits for a collapse */
+#define MB_HPF_TRY1 0x4  /* one collapse was refused */
+#define MB_HPF_NOMORE 0x8 /* two were: no more until the unit empties */
 
 /* Users of mb_buddy_alloc_home() (the slab layer's keys). */
 #define MB_BUDDY_HOMES 16
@@ -145,6 +168,21 @@ struct mb_buddy {
 	uint64_t fresh_pages; /* clean pages handed out while freed memory was
 			       * queued for release (purge.h, mb_purge_offset) */
 	int (*release)(void *addr, size_t len);
+
+	/* Huge pages (above): per 2 MiB unit, pages allocated and MB_HPF_*
+	 * flags; nunits is 0 when pageblocks are smaller than a unit. */
+	uint16_t *hp_used;
+	uint8_t *hp_flags;
+	size_t nunits;
+	int hp_on;            /* candidates are marked and huge units kept */
+	int hp_all;           /* every unit may be huge (MBUDDY_HUGEPAGES=always) */
+	uint32_t hp_promote;  /* pages allocated that make a unit a candidate */
+	uint32_t hp_demote;   /* below this, a huge unit is purged as any */
+	size_t hp_pending;    /* units marked MB_HPF_CAND */
+	uint64_t hp_due;      /* when the oldest candidate may be collapsed
+			       * (clock + settle time), UINT64_MAX if none;
+			       * may be read without the lock */
+	uint64_t hp_settle_ms;
 
 	size_t meta_bytes; /* size of the metadata reservation */
 	void *meta_base;
@@ -256,6 +294,25 @@ static inline int mb_buddy_contains(const struct mb_buddy *b, const void *p)
 {
 	return (uintptr_t)p - b->base < (b->npages << MB_PAGE_SHIFT);
 }
+
+/* Whether a purge must leave page idx resident: it lies in a unit that is
+ * (or, with hp_all, may be) one huge page, still dense. A hint that may be
+ * read without the lock. */
+static inline int mb_buddy_hp_keep(const struct mb_buddy *b, size_t idx)
+{
+	if (!b->hp_on || !b->nunits)
+		return 0;
+	size_t u = idx >> MB_HP_SHIFT;
+	return (b->hp_all || (b->hp_flags[u] & MB_HPF_HUGE)) && b->hp_used[u] >= b->hp_demote;
+}
+
+/* Huge pages, under the lock: up to max candidates still dense, their
+ * MB_HPF_CAND cleared, into units[] (those no longer dense are dropped).
+ * Returns how many. */
+size_t mb_buddy_hp_take(struct mb_buddy *b, size_t *units, size_t max);
+/* The kernel's answer for unit u: ok, or refused (tried once more after
+ * the settle time, then not until the unit empties). */
+void mb_buddy_hp_done(struct mb_buddy *b, size_t u, int ok);
 
 /* Free-block counts for the kernel's fragmentation indices (see stats). */
 static inline uint64_t mb_buddy_nr_free(const struct mb_buddy *b, int type, unsigned order)

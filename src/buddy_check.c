@@ -205,6 +205,14 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 		if (check_pageblock(b, pb, &run, nfree, &inflight_pages, err, len))
 			return -1;
 		allocated += b->pb_used[pb];
+		if (b->nunits) {
+			size_t per = b->pb_pages >> MB_HP_SHIFT, sum = 0;
+			for (size_t u = pb * per; u < (pb + 1) * per; u++)
+				sum += b->hp_used[u];
+			if (sum != b->pb_used[pb])
+				return fail(err, len, "pageblock %zu: its 2 MiB units count %zu pages in use, pb_used %u",
+					    pb, sum, b->pb_used[pb]);
+		}
 	}
 	if (run)
 		return fail(err, len, "an allocation runs past the end of the region");

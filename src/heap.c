@@ -22,6 +22,28 @@ void mb_heap_fork_child(void)
 	mb_lock_after_fork_child(&mb_heap.lock, 1);
 }
 
+/* MBUDDY_HUGEPAGES against what the system allows. auto: dense units are
+ * collapsed (MADV_COLLAPSE changes no mapping's flags, so the region stays
+ * one mapping and khugepaged leaves it alone); always: the whole region
+ * is advised MADV_HUGEPAGE too, so that faults take huge pages; never, or
+ * a system with THP off: nothing, as before huge pages were known. */
+static void huge_setup(struct mb_buddy *b, void *base, size_t size)
+{
+	mb_heap.thp = mb_os_thp_enabled();
+	mb_heap.hugepages = mb_opt.hugepages;
+	if (mb_heap.thp <= MB_THP_NEVER || !b->nunits)
+		mb_heap.hugepages = MB_HUGE_NEVER;
+	if (mb_heap.hugepages == MB_HUGE_NEVER)
+		return;
+	if (mb_heap.hugepages == MB_HUGE_ALWAYS && mb_os_hugepage(base, size) != 0)
+		mb_heap.hugepages = MB_HUGE_AUTO;
+	b->hp_all = mb_heap.hugepages == MB_HUGE_ALWAYS || mb_heap.thp == MB_THP_ALWAYS;
+	b->hp_promote = MB_HP_PROMOTE;
+	b->hp_demote = MB_HP_DEMOTE;
+	b->hp_settle_ms = MB_HP_SETTLE_MS;
+	b->hp_on = 1;
+}
+
 int mb_heap_init(void)
 {
 	size_t pb_bytes = (size_t)1 << (mb_opt.max_order - 1 + MB_PAGE_SHIFT);
@@ -44,5 +66,6 @@ int mb_heap_init(void)
 	}
 	mb_heap.region_bytes = got;
 	mb_heap.buddy.clock = mb_now_ms();
+	huge_setup(&mb_heap.buddy, base, got);
 	return 0;
 }

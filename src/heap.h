@@ -43,7 +43,22 @@ struct mb_heap {
 	uint64_t released_bytes;     /* handed back to the kernel */
 	uint64_t calloc_zero_skips;  /* calloc memsets avoided on fresh pages */
 	uint64_t inplace_grows, inplace_shrinks;
+	int hugepages;               /* the MBUDDY_HUGEPAGES mode in force (options.h):
+				      * never where the system has no THP, or
+				      * it is set to never */
+	int thp;                     /* the system's setting, enum mb_os_thp */
 };
+
+/* Huge pages (buddy.h): a unit is a candidate once this many of its 512
+ * pages are allocated, and a huge unit keeps its free pages resident
+ * while at least MB_HP_DEMOTE of them are. A candidate waits
+ * MB_HP_SETTLE_MS before its collapse: what is freed at once is not
+ * collapsed. See "Huge pages" in libmbuddy(3). */
+#define MB_HP_PROMOTE 480
+#define MB_HP_DEMOTE 384
+#define MB_HP_SETTLE_MS 50
+/* A collapse due for this long starts the purge thread (background.c). */
+#define MB_HP_THREAD_MS 1000
 
 extern struct mb_heap mb_heap;
 

@@ -24,6 +24,8 @@ struct mb_options mb_opt = {
 	.background = 1,
 };
 
+const char *const mb_hugepages_names[3] = { "auto", "always", "never" };
+
 void mb_warn(const char *fmt, ...)
 {
 	char buf[512];
@@ -290,6 +292,16 @@ static void opt_words(void)
 			mb_opt.classify = 0;
 		else
 			mb_warn("MBUDDY_CLASSIFY=\"%s\" is not auto, on, 1, off or 0; using auto", v);
+	}
+	if ((v = env("MBUDDY_HUGEPAGES"))) {
+		int found = 0;
+		for (int m = 0; m < 3; m++)
+			if (strcasecmp(v, mb_hugepages_names[m]) == 0) {
+				mb_opt.hugepages = m;
+				found = 1;
+			}
+		if (!found)
+			mb_warn("MBUDDY_HUGEPAGES=\"%s\" is not auto, always or never; using auto", v);
 	}
 	if ((v = env("MBUDDY_STATS_FORMAT"))) {
 		if (word_in(v, text))

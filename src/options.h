@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 enum mb_stats_format { MB_STATS_TEXT = 0, MB_STATS_JSON = 1 };
+enum mb_hugepages { MB_HUGE_AUTO = 0, MB_HUGE_ALWAYS = 1, MB_HUGE_NEVER = 2 };
+extern const char *const mb_hugepages_names[3]; /* "auto", "always", "never" */
 
 struct mb_options {
 	size_t heap_size;       /* MBUDDY_HEAP_SIZE */
@@ -24,6 +26,7 @@ struct mb_options {
 	int background;         /* MBUDDY_BACKGROUND: 0 keeps the purge thread from starting */
 	const char *rules;      /* MBUDDY_RULES */
 	const char *profile;    /* MBUDDY_PROFILE */
+	int hugepages;          /* MBUDDY_HUGEPAGES: enum mb_hugepages */
 };
 
 extern struct mb_options mb_opt;

@@ -4,9 +4,11 @@
 #include "lockstat.h"
 #include "metadata.h"
 #include "options.h"
+#include "region.h"
 #include "slab.h"
 #include "theap.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -103,6 +105,43 @@ static size_t sweep(int force, uint64_t now, size_t budget)
 	return n;
 }
 
+/* ---- huge pages (buddy.h) ---- */
+
+/* Collapses per pass: each copies up to 2 MiB, with no lock held. */
+#define HUGE_PASS_UNITS 8
+
+/* Dense units that have waited long enough are collapsed, the purge lock
+ * held (no release runs meanwhile), no allocator lock. Returns the units
+ * the kernel was asked about. */
+static size_t huge_pass(size_t max)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	if (__atomic_load_n(&b->hp_due, __ATOMIC_SEQ_CST) > mb_now_ms())
+		return 0;
+	size_t units[HUGE_PASS_UNITS];
+	int err[HUGE_PASS_UNITS];
+	if (max > HUGE_PASS_UNITS)
+		max = HUGE_PASS_UNITS;
+	mb_heap_lock();
+	clock_advance_locked(mb_now_ms());
+	size_t n = b->hp_on ? mb_buddy_hp_take(b, units, max) : 0;
+	mb_heap_unlock();
+	for (size_t k = 0; k < n; k++)
+		err[k] = mb_os_collapse(mb_buddy_page_addr(b, units[k] << MB_HP_SHIFT), MB_HP_PAGES << MB_PAGE_SHIFT);
+	mb_heap_lock();
+	for (size_t k = 0; k < n; k++) {
+		mb_buddy_hp_done(b, units[k], err[k] == 0);
+		/* Not supported here (an old kernel, a seccomp filter): no
+		 * unit will do better; stop asking. */
+		if (err[k] == EINVAL || err[k] == EPERM || err[k] == ENOSYS) {
+			b->hp_on = 0;
+			__atomic_store_n(&b->hp_due, UINT64_MAX, __ATOMIC_SEQ_CST);
+		}
+	}
+	mb_heap_unlock();
+	return n;
+}
+
 /* Batches until nothing is due; the purge lock is taken for each. */
 static size_t batches(int force)
 {
@@ -119,6 +158,10 @@ static size_t batches(int force)
 
 size_t mb_purge(int force)
 {
+	mb_lock_acquire(&purge_lock);
+	while (huge_pass(HUGE_PASS_UNITS))
+		;
+	mb_lock_release(&purge_lock);
 	size_t total = batches(force);
 	/* Then the slabs, bounded, as each central lock is held while its
 	 * pages are released; slabs they free are queued, and taken at once
@@ -197,7 +240,7 @@ void mb_purge_slabs_freed(void)
 		__atomic_store_n(&sweep_wanted, 1, __ATOMIC_RELAXED);
 }
 
-unsigned long long mb_purge_next_due(void)
+unsigned long long mb_purge_release_due(void)
 {
 	uint64_t oldest = __atomic_load_n(&mb_heap.buddy.oldest, __ATOMIC_SEQ_CST);
 	uint64_t sweep_due = __atomic_load_n(&sweep_wanted, __ATOMIC_RELAXED)
@@ -212,6 +255,13 @@ unsigned long long mb_purge_next_due(void)
 	return due > next_pass ? due : next_pass;
 }
 
+unsigned long long mb_purge_next_due(void)
+{
+	uint64_t huge = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
+	uint64_t due = mb_purge_release_due();
+	return huge < due ? huge : due;
+}
+
 void mb_purge_step(unsigned long long due)
 {
 	uint64_t now = mb_now_ms();
@@ -222,6 +272,10 @@ void mb_purge_step(unsigned long long due)
 	if (mb_lock_try(&purge_lock) != 0)
 		return;
 	size_t n = 0;
+	/* With MBUDDY_BACKGROUND=0 only, one collapse at most: the caller is
+	 * an allocation. Else the thread makes them. */
+	if (!mb_opt.background)
+		huge_pass(1);
 	if (now >= due) {
 		__atomic_store_n(&last_pass_ms, now, __ATOMIC_RELAXED);
 		n = batch(idle_since(0, now), MB_PURGE_INLINE_BUDGET);

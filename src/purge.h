@@ -56,9 +56,12 @@ void mb_purge_slabs_freed(void);
  * allocation. */
 void mb_purge_init(void);
 
-/* When the oldest queued memory becomes due, on mb_now_ms()'s clock, or
- * UINT64_MAX when nothing is queued. */
+/* When the oldest queued memory becomes due, or a dense unit's collapse
+ * into a huge page (buddy.h), on mb_now_ms()'s clock, or UINT64_MAX when
+ * nothing is. */
 unsigned long long mb_purge_next_due(void);
+/* The same for queued memory only: what starts the purge thread. */
+unsigned long long mb_purge_release_due(void);
 
 /* Wait until no release is in flight (an allocation that failed may
  * succeed once the memory is back); returns 1 if one was. */

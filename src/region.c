@@ -2,7 +2,9 @@
 #include "region.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -183,6 +185,49 @@ int mb_os_release(void *p, size_t size)
 	/* MADV_DONTNEED on private anonymous memory frees the pages now and
 	 * guarantees zero-fill on the next touch, which calloc relies on. */
 	return madvise(p, size, MADV_DONTNEED);
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+/* A small file of /sys read whole, without allocating; "" if unreadable. */
+static void read_sys(const char *path, char *buf, size_t len)
+{
+	buf[0] = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+}
+
+int mb_os_thp_enabled(void)
+{
+	char buf[128];
+	read_sys("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf, sizeof buf);
+	if (strncmp(buf, "2097152", 7) != 0 || mb_os_page_size() != OS_PAGE)
+		return MB_THP_NONE;
+	read_sys("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf);
+	/* The setting in force is in brackets: "always [madvise] never". */
+	if (strstr(buf, "[always]"))
+		return MB_THP_ALWAYS;
+	if (strstr(buf, "[madvise]"))
+		return MB_THP_MADVISE;
+	return strstr(buf, "[never]") ? MB_THP_NEVER : MB_THP_NONE;
+}
+
+int mb_os_hugepage(void *p, size_t size)
+{
+	return madvise(p, size, MADV_HUGEPAGE);
+}
+
+int mb_os_collapse(void *p, size_t size)
+{
+	if (fault_now(MB_FAULT_COLLAPSE))
+		return EAGAIN;
+	return madvise(p, size, MADV_COLLAPSE) == 0 ? 0 : errno;
 }
 
 void *mb_os_reserve_region(size_t want, size_t min, size_t align, size_t *got)

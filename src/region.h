@@ -51,14 +51,29 @@ size_t mb_os_mappings(struct mb_os_mapping *out, size_t max, size_t *lost);
  * not made of whole pages of the system, which stays resident. */
 int mb_os_release(void *p, size_t size);
 
+/* Transparent huge pages. The system's setting
+ * (/sys/kernel/mm/transparent_hugepage/enabled): */
+enum mb_os_thp { MB_THP_NONE = -1 /* no THP, or not a 2 MiB one */, MB_THP_NEVER = 0, MB_THP_MADVISE = 1,
+		 MB_THP_ALWAYS = 2 };
+int mb_os_thp_enabled(void);
+/* MADV_HUGEPAGE over [p, p+size): faults there may take huge pages.
+ * 0, or -1 with errno. */
+int mb_os_hugepage(void *p, size_t size);
+/* MADV_COLLAPSE over [p, p+size), 2 MiB aligned: the kernel builds huge
+ * pages of what is mapped there now, faulting the rest in as zeros.
+ * Returns 0, or the errno the kernel answered (EINVAL where it is not
+ * supported, EAGAIN/ENOMEM where it could not now). */
+int mb_os_collapse(void *p, size_t size);
+
 /* Reserve the largest region not above `want` bytes, halving on failure
  * down to `min`. Sizes are rounded down to multiples of `align`.
  * Returns the base and writes the size obtained to *got. */
 void *mb_os_reserve_region(size_t want, size_t min, size_t align, size_t *got);
 
 /* Fault injection for tests: the next `after` calls succeed, then `count`
- * calls of that kind fail. Kinds: 0 = reserve (mmap), 1 = release (madvise). */
-enum { MB_FAULT_RESERVE = 0, MB_FAULT_RELEASE = 1, MB_FAULT_KINDS = 2 };
+ * calls of that kind fail. Kinds: 0 = reserve (mmap), 1 = release (madvise),
+ * 2 = collapse (MADV_COLLAPSE, which then answers EAGAIN). */
+enum { MB_FAULT_RESERVE = 0, MB_FAULT_RELEASE = 1, MB_FAULT_COLLAPSE = 2, MB_FAULT_KINDS = 3 };
 void mb_os_inject_fault(int kind, long after, long count);
 unsigned long mb_os_faults_injected(int kind);
 

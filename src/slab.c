@@ -297,6 +297,10 @@ size_t mb_slab_release_free_pages(struct mb_slab *s, size_t budget, unsigned *fa
 		if (busy)
 			continue;
 		void *addr = (void *)(s->start + ((uintptr_t)pg << MB_PAGE_SHIFT));
+		/* A page of a dense huge unit stays: its release would split
+		 * the huge page (buddy.h). */
+		if (mb_buddy_hp_keep(b, mb_buddy_page_index(b, addr)))
+			continue;
 		if (b->release && b->release(addr, MB_PAGE_SIZE) != 0) {
 			++*failed;
 			return released;

@@ -60,6 +60,12 @@ static const char *owner_name(unsigned owner)
 	return owner < MB_NTYPES ? mb_type_names[owner] : "global";
 }
 
+static const char *thp_name(int thp)
+{
+	static const char *const names[] = { "unavailable", "never", "madvise", "always" };
+	return thp >= -1 && thp <= 2 ? names[thp + 1] : "unavailable";
+}
+
 static void write_mib(struct mb_out *o, const char *label, uint64_t bytes)
 {
 	mb_out_fmt(o, "  %-30s %16llu B  %10.1f MiB\n", label, (unsigned long long)bytes,
@@ -76,7 +82,7 @@ static void write_text_fields(struct mb_out *o, const struct mb_snapshot *s, enu
 		uint64_t v = mb_stats_field_value(f, s);
 		if ((f->flags & MB_FIELD_SIGNED) && (int64_t)v < 0)
 			v = 0;
-		if (block == MB_BLOCK_MEMORY)
+		if (block == MB_BLOCK_MEMORY || (f->flags & MB_FIELD_BYTES))
 			write_mib(o, f->label, v);
 		else if (block == MB_BLOCK_BEAN)
 			mb_out_fmt(o, "%-18s %llu\n", f->label, (unsigned long long)v);
@@ -201,6 +207,14 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s, int trigge
 	write_text_fields(o, s, MB_BLOCK_MEMORY);
 	mb_out_str(o, "\n");
 
+	mb_out_fmt(o, "Huge pages (MBUDDY_HUGEPAGES=%s in force; system THP %s)\n", mb_hugepages_names[s->hp_mode],
+		   thp_name(s->hp_thp));
+	write_text_fields(o, s, MB_BLOCK_HUGE);
+	if (s->has_account && s->live_bytes > 0)
+		mb_out_fmt(o, "  %-30s %15.1f %%\n", "huge pages / live bytes",
+			   100.0 * (double)s->account.heap_anon_huge / (double)s->live_bytes);
+	mb_out_str(o, "\n");
+
 	/* /proc/buddyinfo: free blocks per order, all types; then the pool. */
 	mb_out_str(o, "Buddyinfo (free blocks per order; the last column is the global pool)\n");
 	mb_out_str(o, "Heap     ");
@@ -317,7 +331,7 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s, int trigge
 	mb_out_json_str(o, s->served ? "" : s->foreign_symbol);
 	mb_out_str(o, ",\"foreign_object\":");
 	mb_out_json_str(o, s->served ? "" : s->foreign_object);
-	mb_out_str(o, ",");
+	mb_out_fmt(o, ",\"hugepages\":\"%s\",\"thp\":\"%s\",", mb_hugepages_names[s->hp_mode], thp_name(s->hp_thp));
 
 	mb_out_str(o, "\"types\":[");
 	for (int t = 0; t < MB_NTYPES; t++) {

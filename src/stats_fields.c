@@ -48,6 +48,27 @@ const struct mb_stats_field mb_stats_fields[] = {
 	{ "heap", "released_bytes", "returned to the kernel", MB_BLOCK_MEMORY, 0, SNAP(released_bytes),
 	  API(released_bytes) },
 	{ "heap", "metadata_bytes", "metadata in use (out of band)", MB_BLOCK_MEMORY, 0, SNAP(meta_bytes), 0 },
+
+	{ "huge", "mode", NULL, MB_BLOCK_NONE, 0, SNAP(hp_mode), API(huge.mode) },
+	{ "huge", "anon_huge_bytes", "in huge pages (AnonHugePages)", MB_BLOCK_HUGE, MB_FIELD_BYTES,
+	  SNAP(account.heap_anon_huge), API(huge.anon_huge_bytes) },
+	{ "huge", "huge_bytes", "collapsed units", MB_BLOCK_HUGE, MB_FIELD_BYTES, SNAP(huge_bytes),
+	  API(huge.huge_bytes) },
+	{ "huge", "huge_bytes_kernnorclm", "  in KernNoRclm pageblocks", MB_BLOCK_HUGE, MB_FIELD_BYTES,
+	  SNAP(huge_bytes_type[MB_KERNNORCLM]), API(huge.huge_bytes_type[0]) },
+	{ "huge", "huge_bytes_kernrclm", "  in KernRclm pageblocks", MB_BLOCK_HUGE, MB_FIELD_BYTES,
+	  SNAP(huge_bytes_type[MB_KERNRCLM]), API(huge.huge_bytes_type[1]) },
+	{ "huge", "huge_bytes_userrclm", "  in UserRclm pageblocks", MB_BLOCK_HUGE, MB_FIELD_BYTES,
+	  SNAP(huge_bytes_type[MB_USERRCLM]), API(huge.huge_bytes_type[2]) },
+	{ "huge", "huge_bytes_global", "  in the global pool", MB_BLOCK_HUGE, MB_FIELD_BYTES,
+	  SNAP(huge_bytes_type[MB_NTYPES]), API(huge.huge_bytes_type[3]) },
+	{ "huge", "collapses", "collapses asked/refused", MB_BLOCK_HUGE, MB_FIELD_PAIR, SNAP(count.hp_asked),
+	  API(huge.collapses) },
+	{ "huge", "collapses_refused", NULL, MB_BLOCK_NONE, 0, SNAP(count.hp_refused), API(huge.collapses_refused) },
+	{ "huge", "demotions", "demoted (sparse, purged)", MB_BLOCK_HUGE, 0, SNAP(count.hp_demoted),
+	  API(huge.demotions) },
+	{ "huge", "kept_free_pages", "free pages kept in huge units", MB_BLOCK_HUGE, 0, SNAP(count.hp_kept_pages),
+	  API(huge.kept_free_pages) },
 };
 const size_t mb_stats_nfields = sizeof mb_stats_fields / sizeof mb_stats_fields[0];
 

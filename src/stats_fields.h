@@ -17,10 +17,12 @@ enum mb_stats_block {
 	MB_BLOCK_MEMORY,   /* "Memory": bytes, and MiB */
 	MB_BLOCK_BEAN,     /* "Global beancounters", in the patch's words */
 	MB_BLOCK_COUNTERS, /* "Allocator counters" */
+	MB_BLOCK_HUGE,     /* "Huge pages": bytes (MB_FIELD_BYTES) and counts */
 };
 
 #define MB_FIELD_SIGNED 0x1 /* may be negative: JSON shows it signed, text 0 */
 #define MB_FIELD_PAIR 0x2   /* text: this field and the next on one line, a/b */
+#define MB_FIELD_BYTES 0x4  /* MB_BLOCK_HUGE: shown as bytes and MiB */
 
 /* A 64-bit value of struct mb_snapshot. */
 struct mb_stats_field {

@@ -126,6 +126,17 @@ static void read_heap(struct mb_snapshot *s)
 	 * written only for pageblocks split into blocks (a run of whole
 	 * pageblocks has one, at its head). */
 	s->meta_bytes = mb_meta_resident() + b->nr_records * b->pb_pages * sizeof(struct mb_page);
+	s->hp_mode = (uint64_t)mb_heap.hugepages;
+	s->hp_thp = mb_heap.thp;
+	if (b->nunits) {
+		size_t per = b->pb_pages >> MB_HP_SHIFT, end = b->pb_high * per;
+		for (size_t u = 0; u < end; u++)
+			if (b->hp_flags[u] & MB_HPF_HUGE) {
+				int t = mb_buddy_pb_type(b, u / per);
+				s->huge_bytes_type[t < MB_NTYPES ? t : MB_NTYPES] += MB_HP_PAGES << MB_PAGE_SHIFT;
+				s->huge_bytes += MB_HP_PAGES << MB_PAGE_SHIFT;
+			}
+	}
 	mb_heap_unlock();
 	/* The list of thread heaps is taken before the heap lock, never
 	 * inside it. */

@@ -29,6 +29,10 @@ struct mb_snapshot {
 	uint64_t served;             /* 1: malloc reaches libmbuddy (mb_stats_not_served) */
 	const char *foreign_symbol;  /* served == 0: the first function that is not ours, */
 	const char *foreign_object;  /* and the object that defines it */
+	uint64_t hp_mode;            /* MBUDDY_HUGEPAGES in force (enum mb_hugepages) */
+	int hp_thp;                  /* the system's THP setting (enum mb_os_thp) */
+	uint64_t huge_bytes;         /* units flagged huge (buddy.h), all of them */
+	uint64_t huge_bytes_type[MB_NTYPES + 1]; /* by owner type; [MB_NTYPES]: the pool */
 	int forked;                  /* counters count since a fork (else since start) */
 	int forked_from;             /* the parent's pid at that fork */
 	/* Derived from the above, so that every field of the report is one

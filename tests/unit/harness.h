@@ -431,18 +431,26 @@ static inline void test_heap_teardown(void)
 /* The process heap (heap.h) of `bytes` with pageblocks of order
  * max_order-1, set up as init.c does it but without the rest of the
  * process (no thread caches, no classification, no purge thread: memory
- * goes back in the bounded steps of the slow paths), and decay_ms as the
- * decay time. A heap set up before is torn down first. */
-static inline void test_heap_setup(size_t bytes, unsigned max_order, uint64_t decay_ms)
+ * goes back in the bounded steps of the slow paths), decay_ms as the
+ * decay time and `hugepages` as MBUDDY_HUGEPAGES. A heap set up before is
+ * torn down first. */
+static inline void test_heap_setup_huge(size_t bytes, unsigned max_order, uint64_t decay_ms, int hugepages)
 {
 	test_heap_teardown();
 	mb_opt.heap_size = bytes;
 	mb_opt.max_order = max_order;
 	mb_opt.decay_ms = decay_ms;
 	mb_opt.background = 0;
+	mb_opt.hugepages = hugepages;
 	ASSERT_EQ(mb_heap_init(), 0);
 	ASSERT_EQ(mb_heap.region_bytes, bytes);
 	ASSERT_BUDDY(&mb_heap.buddy);
+}
+
+/* The same without huge pages: what a layer does page by page. */
+static inline void test_heap_setup(size_t bytes, unsigned max_order, uint64_t decay_ms)
+{
+	test_heap_setup_huge(bytes, max_order, decay_ms, MB_HUGE_NEVER);
 }
 
 /* ---- main ---- */

@@ -25,7 +25,8 @@ unit_tests = \
 	tests/unit/test_purge \
 	tests/unit/test_background \
 	tests/unit/test_slab \
-	tests/unit/test_site
+	tests/unit/test_site \
+	tests/unit/test_huge
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -70,6 +71,8 @@ tests_unit_test_slab_SOURCES = tests/unit/test_slab.c
 tests_unit_test_slab_LDADD = $(unit_ldadd)
 tests_unit_test_site_SOURCES = tests/unit/test_site.c
 tests_unit_test_site_LDADD = $(unit_ldadd)
+tests_unit_test_huge_SOURCES = tests/unit/test_huge.c
+tests_unit_test_huge_LDADD = $(unit_ldadd)
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without

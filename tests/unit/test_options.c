@@ -31,7 +31,7 @@ long sysconf(int name)
 /* The fields, as numbers (a string field: 1 if set, 0 if NULL). */
 enum field {
 	HEAP_SIZE, MAX_ORDER, CLASSIFY, STATS_FD, STATS_FORMAT, STATS_SIGNAL, STATS_PID, DECAY_MS, CHECK_,
-	BACKGROUND, STATS, JSON_FILE, RULES, PROFILE,
+	BACKGROUND, STATS, JSON_FILE, RULES, PROFILE, HUGEPAGES,
 };
 
 static uint64_t field(enum field f)
@@ -51,6 +51,7 @@ static uint64_t field(enum field f)
 	case JSON_FILE: return mb_opt.stats_json_file != NULL;
 	case RULES: return mb_opt.rules != NULL;
 	case PROFILE: return mb_opt.profile != NULL;
+	case HUGEPAGES: return (uint64_t)mb_opt.hugepages;
 	}
 	return 0;
 }
@@ -341,6 +342,12 @@ TEST(classify_and_format)
 		{ { { "MBUDDY_STATS_FORMAT", "JSON" } }, STATS_FORMAT, MB_STATS_JSON, NULL, 0 },
 		{ { { "MBUDDY_STATS_FORMAT", "xml" } }, STATS_FORMAT, MB_STATS_TEXT,
 		  "MBUDDY_STATS_FORMAT=\"xml\" is not text or json; using text", 0 },
+		{ { { NULL } }, HUGEPAGES, MB_HUGE_AUTO, NULL, 0 },
+		{ { { "MBUDDY_HUGEPAGES", "auto" } }, HUGEPAGES, MB_HUGE_AUTO, NULL, 0 },
+		{ { { "MBUDDY_HUGEPAGES", "always" } }, HUGEPAGES, MB_HUGE_ALWAYS, NULL, 0 },
+		{ { { "MBUDDY_HUGEPAGES", "Never" } }, HUGEPAGES, MB_HUGE_NEVER, NULL, 0 },
+		{ { { "MBUDDY_HUGEPAGES", "madvise" } }, HUGEPAGES, MB_HUGE_AUTO,
+		  "MBUDDY_HUGEPAGES=\"madvise\" is not auto, always or never; using auto", 0 },
 	};
 	RUN_CASES(cases);
 }

@@ -1,0 +1,205 @@
+/* Huge pages (buddy.h, purge.c, MBUDDY_HUGEPAGES) over a heap of its own,
+ * with no purge thread. A dense heap (long-lived objects filling
+ * pageblocks) gets huge pages within the region once its units have
+ * stayed dense for the settle time; a sparse one gets none and keeps its
+ * resident set; a purge keeps a dense huge unit whole, demotes it once it
+ * falls sparse, and hands a wholly free one back; refused collapses are
+ * asked again once and then no more. The kernel must allow huge pages:
+ * each test is skipped where THP is "never" or the collapse is refused
+ * as unsupported. */
+#include "config.h"
+#include "harness.h"
+#include "large.h"
+#include "purge.h"
+
+#include <sys/mman.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define OBJ (64 * KiB)
+#define NOBJ 256 /* 16 MiB: four pageblocks, eight units */
+
+static struct mb_buddy *const B = &mb_heap.buddy;
+static void *obj[NOBJ];
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* AnonHugePages (or Rss) of the heap region, in bytes, from smaps. */
+static size_t region_kib(const char *field)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	ASSERT_NE(f, NULL);
+	char line[512];
+	int in = 0;
+	size_t total = 0, fl = strlen(field);
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = lo < B->base + (B->npages << MB_PAGE_SHIFT) && hi > B->base;
+			continue;
+		}
+		if (in && strncmp(line, field, fl) == 0 && line[fl] == ':')
+			total += strtoul(line + fl + 1, NULL, 10);
+	}
+	fclose(f);
+	return total << 10;
+}
+
+static size_t anon_huge(void) { return region_kib("AnonHugePages"); }
+static size_t region_rss(void) { return region_kib("Rss"); }
+
+/* A heap in auto mode, or the test is skipped. */
+static void setup(uint64_t decay_ms)
+{
+	test_heap_setup_huge(64 * MiB, MB_MAX_ORDER_DEFAULT, decay_ms, MB_HUGE_AUTO);
+	if (mb_heap.hugepages == MB_HUGE_NEVER)
+		SKIP("transparent huge pages are off here (THP \"never\" or unavailable)");
+	ASSERT_EQ(B->hp_on, 1);
+	ASSERT_EQ(B->nunits, (size_t)64 * MiB / (2 * MiB));
+}
+
+static void fill(size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		obj[i] = mb_large_alloc(OBJ, 0, MB_KERNNORCLM, 0);
+		ASSERT_NE(obj[i], NULL);
+		memset(obj[i], (int)i + 1, OBJ);
+	}
+	ASSERT_BUDDY(B);
+}
+
+static void give(size_t i)
+{
+	mb_large_free(obj[i], &B->pages[mb_buddy_page_index(B, obj[i])]);
+	obj[i] = NULL;
+}
+
+/* Past the settle time, then a purge pass as the purge thread makes it. */
+static void settle_and_purge(void)
+{
+	sleep_ms(MB_HP_SETTLE_MS + 20);
+	mb_purge(0);
+	ASSERT_BUDDY(B);
+	if (!B->hp_on)
+		SKIP("the kernel refuses MADV_COLLAPSE here (EINVAL/EPERM/ENOSYS)");
+}
+
+/* Dense: every unit collapsed, the region's memory in huge pages, and
+ * the resident set no larger than the data. The contents survive. */
+TEST(dense_heap_gets_huge_pages)
+{
+	setup(10000);
+	size_t rss0 = region_rss();
+	fill(NOBJ);
+	ASSERT_EQ(anon_huge(), 0);
+	ASSERT_EQ(B->hp_pending, 8);
+	settle_and_purge();
+	test_note("collapses %llu, refused %llu, AnonHugePages %zu KiB of %zu KiB",
+		  (unsigned long long)B->count.hp_asked, (unsigned long long)B->count.hp_refused, anon_huge() >> 10,
+		  (size_t)NOBJ * OBJ >> 10);
+	if (B->count.hp_collapsed == 0)
+		SKIP("every collapse was refused (%llu): no huge pages to be had now",
+		     (unsigned long long)B->count.hp_refused);
+	ASSERT_GT(anon_huge(), 0);
+	ASSERT_EQ(anon_huge(), (size_t)B->count.hp_collapsed * 2 * MiB);
+	ASSERT_LE(region_rss(), rss0 + (size_t)NOBJ * OBJ);
+	for (size_t i = 0; i < NOBJ; i++)
+		ASSERT_EQ(((unsigned char *)obj[i])[OBJ - 1], (unsigned char)(i + 1));
+	ASSERT_EQ(B->hp_pending, 0);
+	ASSERT_EQ(B->hp_due, UINT64_MAX);
+}
+
+/* Sparse: objects freed before the settle time leave each unit half
+ * used: nothing is collapsed, nothing is made resident. */
+TEST(sparse_heap_gets_none)
+{
+	setup(10000);
+	fill(NOBJ);
+	for (size_t i = 0; i < NOBJ; i += 2)
+		give(i);
+	ASSERT_BUDDY(B);
+	size_t rss = region_rss();
+	settle_and_purge();
+	ASSERT_EQ(B->count.hp_asked, 0);
+	ASSERT_EQ(anon_huge(), 0);
+	ASSERT_LE(region_rss(), rss);
+	ASSERT_EQ(B->hp_pending, 0);
+}
+
+/* A few frees leave a huge unit dense: the purge keeps it whole. More
+ * make it sparse: it is demoted and its free pages go back. Freed whole,
+ * its memory goes back whole. */
+TEST(purge_keeps_dense_huge_units)
+{
+	setup(0);
+	fill(64); /* one pageblock, two units */
+	settle_and_purge();
+	if (B->count.hp_collapsed < 2)
+		SKIP("the kernel collapsed %llu of 2 units", (unsigned long long)B->count.hp_collapsed);
+	ASSERT_EQ(anon_huge(), 4 * MiB);
+	give(0); /* unit 0: 496 of 512 pages */
+	sleep_ms(MB_PURGE_INTERVAL_MS + 40);
+	mb_purge(0);
+	ASSERT_BUDDY(B);
+	ASSERT_GT(B->count.hp_kept_pages, 0);
+	ASSERT_EQ(anon_huge(), 4 * MiB);
+	for (size_t i = 1; i < 12; i++) /* unit 0: 320 pages, below the demote mark */
+		give(i);
+	sleep_ms(MB_PURGE_INTERVAL_MS + 40);
+	mb_purge(0);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->count.hp_demoted, 1);
+	ASSERT_EQ(anon_huge(), 2 * MiB);
+	size_t rss = region_rss();
+	for (size_t i = 12; i < 64; i++)
+		give(i);
+	sleep_ms(MB_PURGE_INTERVAL_MS + 40);
+	mb_purge(0);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(anon_huge(), 0);
+	ASSERT_LT(region_rss(), rss - 2 * MiB);
+}
+
+/* Refused: asked again once after the settle time, then never, and the
+ * units stay on 4 KiB pages. */
+TEST(refused_collapse_asked_twice_then_no_more)
+{
+	setup(10000);
+	mb_os_inject_fault(MB_FAULT_COLLAPSE, 0, 1000);
+	fill(64);
+	settle_and_purge();
+	ASSERT_EQ(B->count.hp_asked, 2);
+	ASSERT_EQ(B->count.hp_refused, 2);
+	ASSERT_EQ(B->hp_pending, 2);
+	settle_and_purge();
+	ASSERT_EQ(B->count.hp_asked, 4);
+	ASSERT_EQ(B->count.hp_refused, 4);
+	ASSERT_EQ(B->hp_pending, 0);
+	ASSERT_EQ(B->hp_due, UINT64_MAX);
+	/* More allocations in those units: no candidacy. */
+	give(3);
+	obj[3] = mb_large_alloc(OBJ, 0, MB_KERNNORCLM, 0);
+	ASSERT_NE(obj[3], NULL);
+	ASSERT_EQ(B->hp_pending, 0);
+	mb_os_inject_fault(MB_FAULT_COLLAPSE, 0, 0);
+	ASSERT_EQ(anon_huge(), 0);
+}
+
+/* MBUDDY_HUGEPAGES=never: nothing counted, nothing collapsed. */
+TEST(never_does_nothing)
+{
+	test_heap_setup_huge(64 * MiB, MB_MAX_ORDER_DEFAULT, 10000, MB_HUGE_NEVER);
+	ASSERT_EQ(B->hp_on, 0);
+	fill(NOBJ);
+	ASSERT_EQ(B->hp_pending, 0);
+	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
+	sleep_ms(MB_HP_SETTLE_MS + 20);
+	mb_purge(0);
+	ASSERT_EQ(B->count.hp_asked, 0);
+	ASSERT_EQ(anon_huge(), 0);
+}
