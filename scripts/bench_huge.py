@@ -185,7 +185,7 @@ def main():
         v = [r[key] for r in results[w][a] if key in r]
         return statistics.median(v) if v else None
 
-    lines = [f"# Huge pages (issue 21): medians of {args.runs} interleaved runs", "",
+    lines = [f"# Huge pages: medians of {args.runs} interleaved runs", "",
              f"THP: `{thp_setting}`; command: `{' '.join(sys.argv)}`", "",
              "| workload | allocator | time (s) | vs best default peer | vs best huge peer | peak RSS (MiB) "
              "| AnonHugePages (MiB) | RSS after drop (MiB) |",

@@ -260,7 +260,7 @@ def allocators(lib, lockstats_lib=None, lockprof=None):
         Allocator(NOCLASSIFY, lib, {"MBUDDY_CLASSIFY": "off"},
                   note="control: call sites not classified"),
         Allocator(DECAY0, lib, {"MBUDDY_DECAY_MS": "0"}, stop_vs=(MBUDDY, DECAY0_STOP),
-                  note="frees pages at once (issue 12: at most 1.5x the default's time)"),
+                  note="frees pages at once (target: at most 1.5x the default's time)"),
         Allocator(LOCKSTATS, lockstats_lib, only=LOCK_WORKLOADS, aux=True, locks="stats",
                   note="built with --enable-lock-stats: contention figures only"),
         Allocator(JE_LOCKPROF, [lockprof, JEMALLOC], only=LOCK_WORKLOADS, aux=True,
