@@ -27,8 +27,6 @@ static pthread_cond_t cond;
 /* When the sleeping thread wakes up by itself: UINT64_MAX while it sleeps
  * with nothing queued, 0 while it works. */
 static uint64_t wake_at;
-/* When the purge was first asked about (about when the process started). */
-static uint64_t first_kick_ms;
 
 /* With nothing queued the thread still looks every LONELY_CHECK_MS whether
  * it is the last thread of the process: a program whose main thread called
@@ -187,15 +185,15 @@ static int kick(uint64_t due)
 	}
 	/* Memory to return starts it, in a process that has lived one decay
 	 * time (most processes end before any of their memory could be due,
-	 * and need no thread), or a dense unit that has waited
-	 * MB_HP_THREAD_MS for its collapse: a process that frees nothing
-	 * and holds no dense 2 MiB keeps one thread. Collapses are made by
-	 * the thread only, never on an allocation's path (one can take
-	 * milliseconds). */
+	 * and need no thread), as soon as it is queued rather than when it
+	 * falls due: a program that frees its data and then makes no
+	 * allocator call would otherwise keep it all. Or a dense unit that
+	 * has waited MB_HP_THREAD_MS for its collapse. A process that frees
+	 * nothing and holds no dense 2 MiB keeps one thread. Collapses are
+	 * made by the thread only, never on an allocation's path (one can
+	 * take milliseconds). */
 	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
-	if (!first_kick_ms)
-		first_kick_ms = now;
-	int release = now >= mb_purge_release_due() && now - first_kick_ms >= mb_opt.decay_ms;
+	int release = mb_purge_release_due() != UINT64_MAX && now - mb_heap.started_ms >= mb_opt.decay_ms;
 	int collapse = hp != UINT64_MAX && now >= hp + MB_HP_THREAD_MS;
 	if (s != BG_NONE || !mb_opt.background || (!release && !collapse))
 		return 0;

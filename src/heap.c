@@ -20,6 +20,8 @@ uint64_t mb_now_ms(void)
 void mb_heap_fork_child(void)
 {
 	mb_lock_after_fork_child(&mb_heap.lock, 1);
+	/* A child is a new process: young, as far as the purge thread goes. */
+	mb_heap.started_ms = mb_now_ms();
 }
 
 /* MBUDDY_HUGEPAGES against what the system allows. auto: dense units are
@@ -65,7 +67,7 @@ int mb_heap_init(void)
 		return -1;
 	}
 	mb_heap.region_bytes = got;
-	mb_heap.buddy.clock = mb_now_ms();
+	mb_heap.buddy.clock = mb_heap.started_ms = mb_now_ms();
 	huge_setup(&mb_heap.buddy, base, got);
 	return 0;
 }

@@ -36,6 +36,7 @@ struct mb_heap {
 	struct mb_lock lock;
 	struct mb_buddy buddy;
 	size_t region_bytes;
+	uint64_t started_ms;         /* mb_now_ms() when the heap was set up */
 	struct mb_counts counts;     /* folded from exited threads, cache-less paths and
 				      * large objects; written atomically */
 	uint64_t slab_pages;         /* pages held by slabs */
