@@ -114,17 +114,6 @@ static int read_smaps(struct mb_account *a, const struct ours *o)
 	return got < 0 ? -1 : 0;
 }
 
-static uint64_t read_rss(void)
-{
-	char buf[128];
-	if (mb_read_small("/proc/self/statm", buf, sizeof buf) <= 0)
-		return 0;
-	unsigned long size, resident;
-	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
-		return 0;
-	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* ---- the heap region, page by page ---- */
 
 struct walk {
@@ -335,7 +324,7 @@ int mb_account_take(struct mb_account *a)
 	a->mappings_unknown = lost;
 	int rc = read_smaps(a, o);
 	mb_lock_release(&account_lock);
-	a->rss = read_rss();
+	a->rss = mb_read_rss();
 	a->taken_ms = mb_now_ms();
 	return rc;
 }
@@ -359,7 +348,7 @@ void mb_account_watch_peak(void)
 	if (now < __atomic_load_n(&next_look_ms, __ATOMIC_RELAXED) || mb_lock_try(&peak_lock) != 0)
 		return;
 	__atomic_store_n(&next_look_ms, now + PEAK_LOOK_MS, __ATOMIC_RELAXED);
-	uint64_t rss = read_rss();
+	uint64_t rss = mb_read_rss();
 	if (rss >= PEAK_MIN && rss > PEAK_STEP(peak_rss_seen)) {
 		static struct mb_account a; /* under peak_lock */
 		if (mb_account_take(&a) == 0) {

@@ -324,3 +324,14 @@ long mb_read_small(const char *path, char *buf, size_t len)
 	buf[n] = 0;
 	return (long)n;
 }
+
+uint64_t mb_read_rss(void)
+{
+	char buf[128];
+	if (mb_read_small("/proc/self/statm", buf, sizeof buf) <= 0)
+		return 0;
+	unsigned long size, resident;
+	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
+		return 0;
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}

@@ -16,6 +16,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 /* ---- the buffered writer ---- */
@@ -90,5 +91,8 @@ void mb_file_abandon(struct mb_file *f);
 /* Read up to len - 1 bytes of a small file (under /proc) into buf, which
  * is then NUL-terminated. Returns the bytes read, or -1. Never allocates. */
 long mb_read_small(const char *path, char *buf, size_t len);
+
+/* The process's resident set now, in bytes (/proc/self/statm), or 0. */
+uint64_t mb_read_rss(void);
 
 #endif

@@ -25,17 +25,6 @@ static uint64_t peak_live, last_sample_ms;
 static int served_not;
 static char foreign_symbol[32], foreign_object[512];
 
-static uint64_t read_rss(void)
-{
-	char buf[128];
-	if (mb_read_small("/proc/self/statm", buf, sizeof buf) <= 0)
-		return 0;
-	unsigned long size, resident;
-	if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
-		return 0;
-	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* The kernel's high-water mark of this address space's RSS: VmHWM, which
  * an exec starts anew (getrusage's ru_maxrss would carry the peak of the
  * program that exec'd this one). */
@@ -152,7 +141,7 @@ static void read_heap(struct mb_snapshot *s)
 void mb_stats_snapshot(struct mb_snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->rss_bytes = read_rss();
+	s->rss_bytes = mb_read_rss();
 	read_heap(s);
 	since_fork(s);
 	for (int t = 0; t < MB_NTYPES; t++) {
