@@ -36,7 +36,8 @@
  *
  * Helpers for the layers: a buddy over a private region (test_buddy_new),
  * the process heap of heap.h set up and torn down without init.c
- * (test_heap_setup), and a function run in a child process with its
+ * (test_heap_setup), the resident pages of a range (test_resident_pages),
+ * and a function run in a child process with its
  * output captured (test_child_run), for code that runs once per process
  * (options) or aborts. */
 #ifndef MB_HARNESS_H
@@ -51,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -451,6 +453,19 @@ static inline void test_heap_setup_huge(size_t bytes, unsigned max_order, uint64
 static inline void test_heap_setup(size_t bytes, unsigned max_order, uint64_t decay_ms)
 {
 	test_heap_setup_huge(bytes, max_order, decay_ms, MB_HUGE_NEVER);
+}
+
+/* Pages of [p, p + len) (whole pages, at most 64 MiB) that the kernel
+ * holds resident, by mincore(2). */
+static inline size_t test_resident_pages(const void *p, size_t len)
+{
+	static unsigned char v[((size_t)64 << 20) / MB_PAGE_SIZE];
+	ASSERT_LE(len / MB_PAGE_SIZE, sizeof v);
+	ASSERT_EQ(mincore((void *)p, len, v), 0);
+	size_t n = 0;
+	for (size_t i = 0; i < len / MB_PAGE_SIZE; i++)
+		n += v[i] & 1;
+	return n;
 }
 
 /* ---- main ---- */

@@ -24,18 +24,6 @@
 
 static struct mb_buddy *const B = &mb_heap.buddy;
 
-/* Pages of [p, p + len) the kernel holds for us. */
-static size_t resident(const void *p, size_t len)
-{
-	static unsigned char v[64 * MiB / PAGE];
-	ASSERT_LE(len / PAGE, sizeof v);
-	ASSERT_EQ(mincore((void *)p, len, v), 0);
-	size_t n = 0;
-	for (size_t i = 0; i < len / PAGE; i++)
-		n += v[i] & 1;
-	return n;
-}
-
 static void *take(size_t bytes, int fill)
 {
 	void *p = mb_large_alloc(bytes, 0, MB_KERNRCLM, 0);
@@ -92,7 +80,7 @@ TEST(nothing_queued)
 	void *p = take(8 * MiB, 1);
 	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
 	ASSERT_EQ(mb_purge(1), 0);
-	ASSERT_EQ(resident(p, 8 * MiB), 2048);
+	ASSERT_EQ(test_resident_pages(p, 8 * MiB), 2048);
 	give(p);
 	ASSERT_NE(mb_purge_next_due(), UINT64_MAX);
 }
@@ -116,7 +104,7 @@ TEST(idle_pageblocks_go_back_after_the_decay)
 	for (int i = 0; i < 5; i++)
 		n += step();
 	n += mb_purge(0);
-	size_t dirty = B->nr_dirty, res = resident(p, 8 * MiB);
+	size_t dirty = B->nr_dirty, res = test_resident_pages(p, 8 * MiB);
 	if (mb_now_ms() < due) {
 		ASSERT_EQ(n, 0);
 		ASSERT_EQ(dirty, 2);
@@ -130,7 +118,7 @@ TEST(idle_pageblocks_go_back_after_the_decay)
 	uint64_t t = mb_now_ms();
 	ASSERT_EQ(step(), 1024);
 	ASSERT_EQ(B->nr_dirty, 1);
-	ASSERT_EQ(resident(p, 8 * MiB), 1024);
+	ASSERT_EQ(test_resident_pages(p, 8 * MiB), 1024);
 	/* ...and the next pass is an interval later. */
 	uint64_t next = mb_purge_next_due();
 	ASSERT_GE(next, t + MB_PURGE_INTERVAL_MS);
@@ -141,7 +129,7 @@ TEST(idle_pageblocks_go_back_after_the_decay)
 	if (n == 0)
 		ASSERT_EQ(step(), 1024);
 	ASSERT_EQ(B->nr_dirty, 0);
-	ASSERT_EQ(resident(p, 8 * MiB), 0);
+	ASSERT_EQ(test_resident_pages(p, 8 * MiB), 0);
 	ASSERT_EQ(B->count.released_pageblocks, 2);
 	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
 	/* Back in the pool clean: taken again, known to read as zero. */
@@ -165,7 +153,7 @@ TEST(reused_memory_stays)
 	ASSERT_EQ(B->nr_dirty, 0);
 	sleep_ms(DECAY + 20);
 	ASSERT_EQ(step(), 0);
-	ASSERT_EQ(resident(q, 4 * MiB), 1024);
+	ASSERT_EQ(test_resident_pages(q, 4 * MiB), 1024);
 	ASSERT_EQ(q[4 * MiB - 1], 2);
 	give(q);
 }
@@ -215,7 +203,7 @@ TEST(free_spans_of_pageblocks_in_use)
 	ASSERT_GE(steps, freed * SPAN / MB_PURGE_INLINE_BUDGET);
 	ASSERT_EQ(B->nr_freed, 0);
 	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
-	ASSERT_EQ(resident((void *)lo, 4 * MiB), (size_t)(N - freed) * SPAN);
+	ASSERT_EQ(test_resident_pages((void *)lo, 4 * MiB), (size_t)(N - freed) * SPAN);
 	for (int i = 0; i < N; i++)
 		if (obj[i]) {
 			for (size_t j = 0; j < SPAN * PAGE; j += 511)
@@ -239,9 +227,9 @@ TEST(forced_purge_takes_everything)
 	ASSERT_GE(n, 3 * 1024 + 16);
 	ASSERT_EQ(B->nr_dirty, 0);
 	ASSERT_EQ(B->nr_freed, 0);
-	ASSERT_EQ(resident(p, 12 * MiB), 0);
-	ASSERT_EQ(resident(q, 64 * KiB), 0);
-	ASSERT_EQ(resident(r, 64 * KiB), 16);
+	ASSERT_EQ(test_resident_pages(p, 12 * MiB), 0);
+	ASSERT_EQ(test_resident_pages(q, 64 * KiB), 0);
+	ASSERT_EQ(test_resident_pages(r, 64 * KiB), 16);
 	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
 	give(r);
 	ASSERT_GE(mb_purge(1), 16);
@@ -264,12 +252,12 @@ TEST(refused_release_stays_queued)
 	ASSERT_GE(B->count.release_failures, 1);
 	ASSERT_EQ(B->nr_dirty, 2);
 	ASSERT_EQ(B->nr_global, B->nblocks);
-	ASSERT_EQ(resident(p, 8 * MiB), 2048);
+	ASSERT_EQ(test_resident_pages(p, 8 * MiB), 2048);
 	ASSERT_EQ(p[8 * MiB - 1], 7);
 	ASSERT_EQ(mb_purge(1), 2048);
 	ASSERT_BUDDY(B);
 	ASSERT_EQ(B->nr_dirty, 0);
-	ASSERT_EQ(resident(p, 8 * MiB), 0);
+	ASSERT_EQ(test_resident_pages(p, 8 * MiB), 0);
 }
 
 /* Without a purge thread, mb_purge_maybe() is the bounded step itself. */
@@ -293,5 +281,5 @@ TEST(maybe_steps_without_a_thread)
 	}
 	ASSERT_BUDDY(B);
 	ASSERT_EQ(B->nr_dirty, 0);
-	ASSERT_EQ(resident(p, 8 * MiB), 0);
+	ASSERT_EQ(test_resident_pages(p, 8 * MiB), 0);
 }

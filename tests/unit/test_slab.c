@@ -272,66 +272,30 @@ TEST(full_slab_settles_at_the_threshold)
 
 /* ---- double frees, in a child: they abort ---- */
 
-static void double_free_owned(void *arg)
+/* Who frees the object, the first and the second time: its owner, or
+ * another thread (NULL: a remote free, which sets a remote bit). */
+struct double_free {
+	int first_remote, second_remote;
+};
+
+static void double_free(void *arg)
 {
-	(void)arg;
+	const struct double_free *d = arg;
 	struct mb_theap *h = mb_theap_create();
 	void *keep = take(h, MB_DEFAULT_TYPE, 2);
 	void *p = take(h, MB_DEFAULT_TYPE, 2);
 	printf("object %p\n", p);
 	fflush(stdout);
-	give(h, p);
-	give(h, p);
+	give(d->first_remote ? NULL : h, p);
+	give(d->second_remote ? NULL : h, p);
 	(void)keep;
 	printf("not caught\n");
 }
 
-static void double_free_remote(void *arg)
-{
-	(void)arg;
-	struct mb_theap *h = mb_theap_create();
-	void *keep = take(h, MB_DEFAULT_TYPE, 2);
-	void *p = take(h, MB_DEFAULT_TYPE, 2);
-	printf("object %p\n", p);
-	fflush(stdout);
-	give(NULL, p); /* another thread's free: a remote bit */
-	give(NULL, p);
-	(void)keep;
-	printf("not caught\n");
-}
-
-static void owner_then_remote(void *arg)
-{
-	(void)arg;
-	struct mb_theap *h = mb_theap_create();
-	void *keep = take(h, MB_DEFAULT_TYPE, 2);
-	void *p = take(h, MB_DEFAULT_TYPE, 2);
-	printf("object %p\n", p);
-	fflush(stdout);
-	give(h, p);
-	give(NULL, p);
-	(void)keep;
-	printf("not caught\n");
-}
-
-static void remote_then_owner(void *arg)
-{
-	(void)arg;
-	struct mb_theap *h = mb_theap_create();
-	void *keep = take(h, MB_DEFAULT_TYPE, 2);
-	void *p = take(h, MB_DEFAULT_TYPE, 2);
-	printf("object %p\n", p);
-	fflush(stdout);
-	give(NULL, p);
-	give(h, p);
-	(void)keep;
-	printf("not caught\n");
-}
-
-static void expect_abort(void (*fn)(void *))
+static void expect_abort(struct double_free d)
 {
 	struct test_child c;
-	test_child_run(&c, fn, NULL);
+	test_child_run(&c, double_free, &d);
 	ASSERT_EQ(c.status, 128 + SIGABRT);
 	void *p = NULL;
 	const char *o = strstr(c.out, "object ");
@@ -348,10 +312,10 @@ static void expect_abort(void (*fn)(void *))
 TEST(double_free_aborts_with_the_address)
 {
 	heap();
-	expect_abort(double_free_owned);
-	expect_abort(double_free_remote);
-	expect_abort(owner_then_remote);
-	expect_abort(remote_then_owner);
+	expect_abort((struct double_free){ 0, 0 }); /* the owner twice */
+	expect_abort((struct double_free){ 1, 1 }); /* another thread twice */
+	expect_abort((struct double_free){ 0, 1 }); /* the owner, then another thread */
+	expect_abort((struct double_free){ 1, 0 }); /* another thread, then the owner */
 	all_back(); /* the children's objects were theirs */
 }
 
@@ -549,18 +513,6 @@ TEST(abandoned_slabs_are_adopted)
 
 /* ---- the purge of sparse slabs ---- */
 
-/* Pages of [p, p + len) the kernel holds for us. */
-static size_t resident(const void *p, size_t len)
-{
-	unsigned char v[MB_SLAB_MAX_PAGES];
-	ASSERT_LE(len / PAGE, sizeof v);
-	ASSERT_EQ(mincore((void *)p, len, v), 0);
-	size_t n = 0;
-	for (size_t i = 0; i < len / PAGE; i++)
-		n += v[i] & 1;
-	return n;
-}
-
 TEST(purge_releases_free_pages_of_sparse_slabs)
 {
 	heap();
@@ -586,8 +538,8 @@ TEST(purge_releases_free_pages_of_sparse_slabs)
 	ASSERT_EQ(a->used, 1);
 	ASSERT_EQ(a->list, MB_SLAB_PARTIAL);
 	ASSERT_EQ(b->list, MB_SLAB_CURRENT);
-	ASSERT_EQ(resident((void *)a->start, ci->slab_pages * PAGE), ci->slab_pages);
-	ASSERT_EQ(resident((void *)b->start, ci->slab_pages * PAGE), ci->slab_pages);
+	ASSERT_EQ(test_resident_pages((void *)a->start, ci->slab_pages * PAGE), ci->slab_pages);
+	ASSERT_EQ(test_resident_pages((void *)b->start, ci->slab_pages * PAGE), ci->slab_pages);
 	/* Expected: a's pages that object 1 does not touch. */
 	uintptr_t lo = (uintptr_t)v[1] - a->start, hi = lo + ci->size - 1;
 	size_t expect = 0;
@@ -599,8 +551,8 @@ TEST(purge_releases_free_pages_of_sparse_slabs)
 	size_t got = mb_theap_purge(1000, &failed);
 	ASSERT_EQ(failed, 0);
 	ASSERT_EQ(got, expect);
-	ASSERT_EQ(resident((void *)a->start, ci->slab_pages * PAGE), ci->slab_pages - expect);
-	ASSERT_EQ(resident((void *)b->start, ci->slab_pages * PAGE), ci->slab_pages);
+	ASSERT_EQ(test_resident_pages((void *)a->start, ci->slab_pages * PAGE), ci->slab_pages - expect);
+	ASSERT_EQ(test_resident_pages((void *)b->start, ci->slab_pages * PAGE), ci->slab_pages);
 	ASSERT_EQ(b->released, 0);
 	ASSERT_EQ((size_t)__builtin_popcount(a->released), expect);
 	/* Not twice. */
