@@ -43,16 +43,11 @@ static __thread uint32_t thread_samples MB_TLS;
  * be all cost, each new frame a lookup of its unwind information with
  * signals masked around it by libunwind. */
 #define UNWIND_AFTER_BYTES ((uint64_t)16 << 20)
-static int process_unwinds;
 
+/* The allocation clock only moves forward: no latch is needed. */
 static int may_unwind(void)
 {
-	if (__builtin_expect(process_unwinds, 1))
-		return 1;
-	if (mb_alloc_clock_now() < UNWIND_AFTER_BYTES)
-		return 0;
-	__atomic_store_n(&process_unwinds, 1, __ATOMIC_RELAXED);
-	return 1;
+	return mb_alloc_clock_now() >= UNWIND_AFTER_BYTES;
 }
 static __thread uint32_t sample_rng MB_TLS;
 /* The countdown's value when it was last drawn (thread.c's start value). */
