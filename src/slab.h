@@ -36,6 +36,8 @@ enum mb_slab_list {
 	MB_SLAB_FULL = 3,      /* no free object the owner knows of */
 	MB_SLAB_ABANDONED = 4, /* its owner exited; adopted by the next thread
 				* that needs its class or frees into it */
+	MB_SLAB_EMPTY = 5,     /* entirely free, kept by its owner for the
+				* class's next slab (theap.h) */
 };
 
 struct mb_slab_word {

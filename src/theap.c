@@ -20,6 +20,11 @@ static struct mb_lock orphan_lock = MB_LOCK_INITIALIZER_RECURSIVE("orphan");
 
 /* ---- lists ---- */
 
+static size_t slab_bytes(const struct mb_slab *s)
+{
+	return (size_t)mb_classes[s->sclass].slab_pages << MB_PAGE_SHIFT;
+}
+
 static void q_push(struct mb_slabq *q, struct mb_slab *s, int list)
 {
 	__atomic_store_n(&s->list, (uint8_t)list, __ATOMIC_RELAXED);
@@ -55,21 +60,26 @@ static int remote_pending(const struct mb_slab *s)
 	return 0;
 }
 
-/* s, on no list, goes on the full list; but if another thread freed into
- * it meanwhile, on the partial one. A remote free looks at the list after
- * setting its bit (slab.c), this looks at the bits after setting the
- * list: one of the two sees the other, so no freed object is stranded on
- * a list the owner does not allocate from. */
-static void park_full(struct mb_theap *h, struct mb_slab *s)
+/* With h's lock held: s, on no list, goes on the full list; but if
+ * another thread freed into it meanwhile, on the partial one. A remote
+ * free looks at the list after setting its bit (slab.c), this looks at
+ * the bits after setting the list: one of the two sees the other, so no
+ * freed object is stranded on a list the owner does not allocate from. */
+static void park_full_locked(struct mb_theap *h, struct mb_slab *s)
 {
 	struct mb_slabq *full = &h->full[s->key][s->sclass];
-	mb_lock_acquire(&h->lock);
 	q_push(full, s, MB_SLAB_FULL);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (remote_pending(s)) {
 		q_unlink(full, s);
 		q_push(&h->partial[s->key][s->sclass], s, MB_SLAB_PARTIAL);
 	}
+}
+
+static void park_full(struct mb_theap *h, struct mb_slab *s)
+{
+	mb_lock_acquire(&h->lock);
+	park_full_locked(h, s);
 	mb_lock_release(&h->lock);
 }
 
@@ -82,13 +92,12 @@ static void make_current(struct mb_theap *h, struct mb_slab *s)
 	h->bin[s->key][s->sclass].cur = s;
 }
 
-/* Full slabs of (key, c) that other threads freed into go to the partial
- * list; they said so with the bin's revive flag. */
-static void revive(struct mb_theap *h, int key, unsigned c)
+/* With h's lock held: full slabs of (key, c) that other threads freed
+ * into go to the partial list; they said so with the bin's revive flag,
+ * which the caller cleared before taking the lock. */
+static void revive_locked(struct mb_theap *h, int key, unsigned c)
 {
-	__atomic_store_n(&h->revive[key][c], 0, __ATOMIC_SEQ_CST);
 	struct mb_slabq *full = &h->full[key][c];
-	mb_lock_acquire(&h->lock);
 	struct mb_slab *next;
 	for (struct mb_slab *s = full->head; s; s = next) {
 		next = s->next;
@@ -97,7 +106,6 @@ static void revive(struct mb_theap *h, int key, unsigned c)
 			q_push(&h->partial[key][c], s, MB_SLAB_PARTIAL);
 		}
 	}
-	mb_lock_release(&h->lock);
 }
 
 /* ---- allocation ---- */
@@ -119,27 +127,48 @@ static struct mb_slab *take_partial(struct mb_theap *h, int key, unsigned c)
 	return best;
 }
 
-/* A slab of (key, c) with a free object, made current: a partial one
- * (survivors gather in the fullest), an abandoned one, a new one. */
-static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c)
+/* Whether s has a free object the owner can take, remote frees folded in. */
+static int has_free(struct mb_slab *s)
 {
-	if (__atomic_load_n(&h->revive[key][c], __ATOMIC_RELAXED))
-		revive(h, key, c);
-	for (;;) {
-		mb_lock_acquire(&h->lock);
-		struct mb_slab *s = take_partial(h, key, c);
-		mb_lock_release(&h->lock);
-		if (!s)
-			break;
-		if (mb_slab_find_free(s) || (mb_slab_collect(s) && mb_slab_find_free(s))) {
-			mb_lock_acquire(&h->lock);
+	return mb_slab_find_free(s) || (mb_slab_collect(s) && mb_slab_find_free(s));
+}
+
+/* A slab of (key, c) with a free object, made current in place of old
+ * (exhausted, or mb_slab_none): a partial one (survivors gather in the
+ * fullest), an abandoned one, a new one. The lists change in one hold of
+ * h's lock, as this runs every few dozen allocations of a class. */
+static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c, struct mb_slab *old)
+{
+	int revive_wanted = __atomic_load_n(&h->revive[key][c], __ATOMIC_RELAXED);
+	if (revive_wanted)
+		__atomic_store_n(&h->revive[key][c], 0, __ATOMIC_SEQ_CST);
+	mb_lock_acquire(&h->lock);
+	if (old != &mb_slab_none) {
+		/* Exhausted: parked until frees come back to it. */
+		h->bin[key][c].cur = &mb_slab_none;
+		__atomic_store_n(&old->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+		park_full_locked(h, old);
+	}
+	if (revive_wanted)
+		revive_locked(h, key, c);
+	struct mb_slab *s;
+	while ((s = take_partial(h, key, c)) != NULL) {
+		if (has_free(s)) {
 			make_current(h, s);
 			mb_lock_release(&h->lock);
 			return s;
 		}
-		park_full(h, s);
+		park_full_locked(h, s);
 	}
-	struct mb_slab *s;
+	if ((s = h->empty[key][c].head) != NULL) {
+		q_unlink(&h->empty[key][c], s);
+		h->empty_bytes -= slab_bytes(s);
+		mb_slab_find_free(s);
+		make_current(h, s);
+		mb_lock_release(&h->lock);
+		return s;
+	}
+	mb_lock_release(&h->lock);
 	while ((s = mb_slab_adopt_any(key, c, h)) != NULL) {
 		if (mb_slab_find_free(s)) {
 			mb_lock_acquire(&h->lock);
@@ -162,18 +191,13 @@ void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 {
 	struct mb_bin *bin = &h->bin[key][c];
 	struct mb_slab *s = bin->cur;
-	if (s != &mb_slab_none && !mb_slab_find_free(s) &&
-	    !(__atomic_load_n(&s->has_remote, __ATOMIC_RELAXED) && mb_slab_collect(s) && mb_slab_find_free(s))) {
-		/* Exhausted: parked until frees come back to it. */
-		mb_lock_acquire(&h->lock);
-		bin->cur = &mb_slab_none;
-		__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
-		mb_lock_release(&h->lock);
-		park_full(h, s);
-		s = &mb_slab_none;
+	/* The current slab's next word, or its remote frees, need no lock. */
+	if (s == &mb_slab_none || !(mb_slab_find_free(s) ||
+				    (__atomic_load_n(&s->has_remote, __ATOMIC_RELAXED) && mb_slab_collect(s) &&
+				     mb_slab_find_free(s)))) {
+		if ((s = next_slab(h, key, c, s)) == NULL)
+			return NULL;
 	}
-	if (s == &mb_slab_none && (s = next_slab(h, key, c)) == NULL)
-		return NULL;
 	void *p = mb_slab_pop(s);
 	bin->nalloc++;
 	bin->req += n;
@@ -185,20 +209,28 @@ void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 
 void mb_theap_freed(struct mb_theap *h, struct mb_slab *s)
 {
+	int destroy = 0;
+	mb_lock_acquire(&h->lock);
 	if (s->list == MB_SLAB_FULL) {
-		mb_lock_acquire(&h->lock);
 		q_unlink(&h->full[s->key][s->sclass], s);
 		q_push(&h->partial[s->key][s->sclass], s, MB_SLAB_PARTIAL);
-		mb_lock_release(&h->lock);
 	}
 	if (s->used == 0 && s->list == MB_SLAB_PARTIAL) {
-		/* Entirely free and not being allocated from: its pages go
-		 * back to the buddy, where they merge with their buddies. */
-		mb_lock_acquire(&h->lock);
+		/* Entirely free and not being allocated from: kept for the
+		 * class's next slab while the heap keeps few, else its pages
+		 * go back to the buddy, where they merge with their buddies. */
 		q_unlink(&h->partial[s->key][s->sclass], s);
-		mb_lock_release(&h->lock);
-		mb_slab_destroy(s);
+		size_t bytes = slab_bytes(s);
+		if (h->empty_bytes + bytes <= MB_THEAP_EMPTY_BYTES) {
+			q_push(&h->empty[s->key][s->sclass], s, MB_SLAB_EMPTY);
+			h->empty_bytes += bytes;
+		} else {
+			destroy = 1;
+		}
 	}
+	mb_lock_release(&h->lock);
+	if (destroy)
+		mb_slab_destroy(s);
 	mb_theap_tick(h);
 }
 
@@ -344,6 +376,22 @@ static void let_go(struct mb_slab *s)
 		mb_slab_abandon(s);
 }
 
+/* With h's lock held: the empty slabs h keeps of (key, c), to the buddy.
+ * Returns 1 if there was any. */
+static int give_back_empty(struct mb_theap *h, int key, unsigned c)
+{
+	struct mb_slabq *q = &h->empty[key][c];
+	struct mb_slab *s;
+	int any = 0;
+	while ((s = q->head) != NULL) {
+		q_unlink(q, s);
+		h->empty_bytes -= slab_bytes(s);
+		mb_slab_destroy(s);
+		any = 1;
+	}
+	return any;
+}
+
 /* With h's lock held: every slab of h let go of. */
 static void let_go_all(struct mb_theap *h)
 {
@@ -365,6 +413,7 @@ static void let_go_all(struct mb_theap *h)
 				q_unlink(&h->full[k][c], s);
 				let_go(s);
 			}
+			give_back_empty(h, k, c);
 			h->revive[k][c] = 0;
 		}
 }
@@ -422,7 +471,9 @@ static int give_back_emptied(struct mb_slabq *q)
 	struct mb_slab *next;
 	for (struct mb_slab *s = q->head; s; s = next) {
 		next = s->next;
-		if (!remote_pending(s) || (mb_slab_collect(s), s->used))
+		if (remote_pending(s))
+			mb_slab_collect(s);
+		if (s->used)
 			continue;
 		q_unlink(q, s);
 		mb_slab_destroy(s);
@@ -449,6 +500,7 @@ int mb_theap_give_back(struct mb_theap *h)
 			}
 			any |= give_back_emptied(&h->partial[k][c]);
 			any |= give_back_emptied(&h->full[k][c]);
+			any |= give_back_empty(h, k, c);
 		}
 	mb_lock_release(&h->lock);
 	return any;
@@ -488,9 +540,12 @@ size_t mb_theap_purge(size_t budget, unsigned *failed)
 		if (!h->in_use || mb_lock_try(&h->lock) != 0)
 			continue;
 		/* Not the current slabs: their owner allocates from them
-		 * without the lock. The others change hands under it. */
+		 * without the lock. The others change hands under it. The
+		 * empty slabs the owner kept go back to the buddy whole: a
+		 * sweep period after they emptied at most. */
 		for (int k = 0; k < MB_NKEYS; k++)
 			for (unsigned c = 0; c < MB_NCLASSES; c++) {
+				give_back_empty(h, k, c);
 				released += release_list(&h->partial[k][c], budget - released, failed);
 				released += release_list(&h->full[k][c], budget - released, failed);
 			}

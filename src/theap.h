@@ -5,7 +5,11 @@
  * slab (slab.h), which its owner collects when its current slab runs dry.
  *
  * Besides its current slabs a heap keeps, per (key, class), the slabs it
- * owns with free objects (partial) and without (full). Those lists are
+ * owns with free objects (partial), without (full), and a few it emptied
+ * (empty, up to MB_THEAP_EMPTY_BYTES in all), so that a class whose live
+ * objects come and go around a slab's worth does not take a slab from the
+ * buddy, under the heap lock of heap.h, and give it back at every turn;
+ * the sweep of the purge gives them back. Those lists are
  * guarded by the heap's lock, which the owner takes only when a slab
  * changes lists, another thread only to move a full slab it freed into to
  * the partial list, and the purge to hand back the free pages of sparse
@@ -41,6 +45,9 @@ struct mb_slabq {
 	uint32_t n;
 };
 
+/* Bytes of empty slabs a heap keeps at most. */
+#define MB_THEAP_EMPTY_BYTES ((size_t)1024 << 10)
+
 struct mb_theap {
 	struct mb_bin bin[MB_NKEYS][MB_NCLASSES];
 	struct mb_counts counts;   /* large objects (small ones: the bins) */
@@ -49,6 +56,8 @@ struct mb_theap {
 	struct mb_lock lock;       /* the lists, and which slab is current */
 	struct mb_slabq partial[MB_NKEYS][MB_NCLASSES];
 	struct mb_slabq full[MB_NKEYS][MB_NCLASSES];
+	struct mb_slabq empty[MB_NKEYS][MB_NCLASSES];
+	size_t empty_bytes;        /* of the slabs on the empty lists */
 	/* Set by another thread that freed into a full slab of (key, class):
 	 * the owner moves such slabs to the partial list. */
 	uint8_t revive[MB_NKEYS][MB_NCLASSES] __attribute__((aligned(64)));
@@ -94,9 +103,10 @@ void mb_theap_tick(struct mb_theap *h);
  * Returns 1 if anything went. */
 int mb_theap_give_back(struct mb_theap *h);
 
-/* With the purge lock held and no other: the free pages of sparse slabs of
- * every heap, at most budget (a heap whose lock is held is skipped).
- * Returns pages released; *failed counts refused releases. */
+/* With the purge lock held and no other: the empty slabs heaps keep, back
+ * to the buddy, and the free pages of sparse slabs of every heap, at most
+ * budget (a heap whose lock is held is skipped). Returns pages released;
+ * *failed counts refused releases. */
 size_t mb_theap_purge(size_t budget, unsigned *failed);
 
 /* Every counter of the process: exited threads' and every live heap's.

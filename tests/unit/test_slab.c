@@ -5,7 +5,9 @@
  * way raw_free() frees them (mb_theap_push, then mb_theap_freed or
  * mb_theap_free). Covered: objects of one (key, class) never overlap and
  * stay inside their slab; a slab whose objects all went back leaves for
- * the buddy (the buddy's allocated pages back where they started); the
+ * the empty list, up to the heap's budget, and from there (at once past
+ * the budget, or when swept) to the buddy
+ * (the buddy's allocated pages back where they started); the
  * settle rule of a full slab, at its exact boundary; double frees, owned
  * and remote, abort with the address; remote frees from a second thread
  * are collected by the owner, none lost; the slabs of an exited thread are
@@ -145,23 +147,84 @@ TEST(objects_never_overlap_and_all_go_back)
 		no_overlap(v, n, ci->size);
 		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 4 * ci->slab_pages);
 		ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nalloc, n);
-		/* Freed in allocation order: each full slab goes to the buddy
-		 * as its last object goes; the current one stays. */
+		/* Freed in allocation order: each full slab goes to the empty
+		 * list as its last object goes (three slabs are well within
+		 * the heap's budget of empty slabs); the current one stays. */
 		for (size_t i = 0; i < n; i++) {
 			give(h, v[i]);
-			if (i + 1 == ci->nobj)
-				ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 3 * ci->slab_pages);
+			if (i + 1 == ci->nobj) {
+				ASSERT_EQ(h->empty[MB_DEFAULT_TYPE][c].n, 1);
+				ASSERT_EQ(h->empty_bytes, ci->slab_pages * PAGE);
+			}
 		}
 		ASSERT_BUDDY(B);
 		ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nfree, n);
-		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + ci->slab_pages);
-		/* The current slab, empty, goes back when asked for. */
+		ASSERT_EQ(h->empty[MB_DEFAULT_TYPE][c].n, 3);
+		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 4 * ci->slab_pages);
+		/* The empty ones and the current slab, empty, go back when
+		 * asked for. */
 		ASSERT_EQ(mb_theap_give_back(h), 1);
+		ASSERT_EQ(h->empty_bytes, 0);
 		all_back();
 		free(v);
 	}
 	mb_theap_destroy(h);
 	all_back();
+}
+
+/* Emptied slabs are kept for their class up to MB_THEAP_EMPTY_BYTES, the
+ * rest go to the buddy at once; the kept ones serve the class's next slabs
+ * before the buddy is asked for any; the sweep of the purge gives them
+ * back whole, and so does a thread's exit. */
+TEST(emptied_slabs_kept_to_the_budget_then_swept)
+{
+	heap();
+	const unsigned c = MB_NCLASSES - 1; /* 16 KiB objects, the largest slabs */
+	const struct mb_class_info *ci = &mb_classes[c];
+	const size_t slab = ci->slab_pages * PAGE, keep = MB_THEAP_EMPTY_BYTES / slab;
+	const size_t nslabs = keep + 5, n = nslabs * ci->nobj;
+	ASSERT_GT(keep, 1);
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	void **v = malloc(n * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (int round = 0; round < 2; round++) {
+		for (size_t i = 0; i < n; i++)
+			v[i] = take(h, MB_DEFAULT_TYPE, c);
+		no_overlap(v, n, ci->size);
+		/* The second round took the kept slabs before any new one. */
+		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + nslabs * ci->slab_pages);
+		ASSERT_EQ(h->empty_bytes, 0);
+		for (size_t i = 0; i < n; i++)
+			give(h, v[i]);
+		ASSERT_BUDDY(B);
+		/* All but the current one emptied: keep of them kept. */
+		ASSERT_EQ(h->empty[MB_DEFAULT_TYPE][c].n, keep);
+		ASSERT_EQ(h->empty_bytes, keep * slab);
+		ASSERT_LE(h->empty_bytes, MB_THEAP_EMPTY_BYTES);
+		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + (keep + 1) * ci->slab_pages);
+		for (struct mb_slab *s = h->empty[MB_DEFAULT_TYPE][c].head; s; s = s->next) {
+			ASSERT_EQ(s->list, MB_SLAB_EMPTY);
+			ASSERT_EQ(s->used, 0);
+		}
+	}
+	/* The sweep: the kept slabs go back whole, the current one stays. */
+	unsigned failed = 9;
+	mb_theap_purge(1000, &failed);
+	ASSERT_EQ(failed, 0);
+	ASSERT_EQ(h->empty[MB_DEFAULT_TYPE][c].n, 0);
+	ASSERT_EQ(h->empty_bytes, 0);
+	ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + ci->slab_pages);
+	ASSERT_BUDDY(B);
+	/* Kept again, then the thread exits: nothing stays. */
+	for (size_t i = 0; i < 2 * ci->nobj; i++)
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+	for (size_t i = 0; i < 2 * ci->nobj; i++)
+		give(h, v[i]);
+	ASSERT_EQ(h->empty[MB_DEFAULT_TYPE][c].n, 1);
+	mb_theap_destroy(h);
+	all_back();
+	free(v);
 }
 
 /* The rule itself, on a descriptor of each size: a full slab settles at
