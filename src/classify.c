@@ -1,5 +1,6 @@
 #include "config.h"
 #include "classify.h"
+#include "compiler.h"
 #include "heap.h"
 #include "options.h"
 #include "profile.h"
@@ -61,8 +62,8 @@ static __thread int pending_nframes MB_TLS;
 /* A thread's recent call paths through a wrapper, keyed by the return
  * address and the stack depth, remember their deep site. Unwinds confirm
  * it, often at first and then one use in WRAPPER_RECHECK; two paths found
- * behind one key (same depth, different callers) make that key unwind
- * every time. */
+ * behind one key (same depth, same caller of the wrapper when its slot
+ * is known, different callers above it) make that key unwind every time. */
 #define WRAPPER_MEMO 64
 #define WRAPPER_RECHECK 32
 struct wrapper_memo {
@@ -221,13 +222,79 @@ static struct mb_site *new_site(void *ra)
 	return s;
 }
 
-/* The deep site that a wrapper's allocation at this stack depth comes
- * from, from the thread's memo when it is sure, else by unwinding. */
-static struct mb_site *wrapper_deep(struct mb_site *s, void *ra)
+/* Where a wrapper keeps its own return address (its caller's call site),
+ * as an offset from wrapper_deep()'s frame: per thread and per wrapper
+ * return address, learned from one unwind that reports stack pointers, and
+ * checked against the unwound caller at every unwind after. A wrapper
+ * called from several places at one depth (xmalloc from three functions
+ * that main calls) is then told apart by one load instead of an unwind per
+ * call. A mismatch, or a wrapper whose frame does not hold the address
+ * once and only once, falls back to the depth alone for good. */
+#define CALLER_SLOTS 32
+#define CALLER_FRAME_MAX 4096 /* bytes of a wrapper's frame searched */
+enum { SLOT_UNKNOWN, SLOT_KNOWN, SLOT_NONE };
+struct caller_slot {
+	uintptr_t ra;
+	intptr_t off;
+	int state;
+};
+static __thread struct caller_slot caller_slots[CALLER_SLOTS] MB_TLS;
+
+/* The frame of the wrapper that returns to ra, from an unwind with stack
+ * pointers: the offset from `here` of the one word in that frame holding
+ * the wrapper's own return address, which must be `caller`. 0 if there is
+ * no such word. */
+static __attribute__((noinline)) MB_READS_OTHER_FRAMES int learn_caller_slot(uintptr_t ra, uintptr_t caller, uintptr_t here, intptr_t *off)
 {
-	/* This frame's address stands for the stack depth. */
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-	uintptr_t key = (uintptr_t)ra ^ (sp * 0x9e3779b97f4a7c15ULL);
+	atomic_fetch_add(&unwinders, 1);
+	int found = 0;
+	unw_context_t uc;
+	unw_cursor_t c;
+	if (atomic_load(&fork_gate) || unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
+		goto out;
+	for (int n = 0; n < 2 * MB_NFRAMES && unw_step(&c) > 0; n++) {
+		unw_word_t ip, sp, up_ip, up_sp;
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip != ra)
+			continue;
+		/* The wrapper's frame: from its stack pointer at the call to
+		 * its caller's. */
+		if (unw_get_reg(&c, UNW_REG_SP, &sp) != 0 || unw_step(&c) <= 0 ||
+		    unw_get_reg(&c, UNW_REG_IP, &up_ip) != 0 || unw_get_reg(&c, UNW_REG_SP, &up_sp) != 0 ||
+		    up_ip != caller || up_sp <= sp || up_sp - sp > CALLER_FRAME_MAX || sp < here)
+			break;
+		uintptr_t at = 0;
+		int seen = 0;
+		for (uintptr_t w = (uintptr_t)sp; w + sizeof(uintptr_t) <= (uintptr_t)up_sp; w += sizeof(uintptr_t))
+			if (*(const uintptr_t *)w == caller) {
+				at = w;
+				seen++;
+			}
+		if (seen == 1 && at - here <= CALLER_FRAME_MAX) {
+			*off = (intptr_t)(at - here);
+			found = 1;
+		}
+		break;
+	}
+out:
+	atomic_fetch_sub(&unwinders, 1);
+	return found;
+}
+
+/* The deep site that a wrapper's allocation at this stack depth, from
+ * this caller of the wrapper when its slot is known, comes from: from the
+ * thread's memo when it is sure, else by unwinding. */
+static __attribute__((noinline)) MB_READS_OTHER_FRAMES struct mb_site *wrapper_deep(struct mb_site *s, void *ra)
+{
+	/* This frame's address stands for the stack depth; the frames
+	 * between it and the wrapper's are the same for one return address. */
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+	struct caller_slot *cs = &caller_slots[mb_site_hash((uintptr_t)ra) & (CALLER_SLOTS - 1)];
+	if (cs->ra != (uintptr_t)ra) {
+		cs->ra = (uintptr_t)ra;
+		cs->state = SLOT_UNKNOWN;
+	}
+	uintptr_t caller = cs->state == SLOT_KNOWN ? *(const uintptr_t *)(here + (uintptr_t)cs->off) : 0;
+	uintptr_t key = (uintptr_t)ra ^ (here * 0x9e3779b97f4a7c15ULL) ^ (caller * 0xc2b2ae3d27d4eb4fULL);
 	struct wrapper_memo *wm = &wrapper_memo[mb_site_hash(key) & (WRAPPER_MEMO - 1)];
 	if (wm->key != key) {
 		wm->key = key;
@@ -240,6 +307,18 @@ static struct mb_site *wrapper_deep(struct mb_site *s, void *ra)
 		return wm->deep;
 	capture();
 	struct mb_site *d = deep_site(s, ra);
+	int i = frame_index(ra);
+	uintptr_t unwound = i >= 0 && i + 1 < pending_nframes ? (uintptr_t)pending_frames[i + 1] : 0;
+	if (cs->state == SLOT_KNOWN && caller != unwound) {
+		/* Not where it was: another path through the entry points,
+		 * or a frame of variable size. */
+		cs->state = SLOT_NONE;
+	} else if (cs->state == SLOT_UNKNOWN) {
+		intptr_t off;
+		cs->state = unwound && learn_caller_slot((uintptr_t)ra, unwound, here, &off) ? SLOT_KNOWN : SLOT_NONE;
+		if (cs->state == SLOT_KNOWN)
+			cs->off = off;
+	}
 	if (wm->deep && d != wm->deep)
 		wm->ambiguous = 1;
 	wm->deep = d;

@@ -1,7 +1,8 @@
 # Classification tests: programs run under LD_PRELOAD by the generic driver
 # (tests/preload/run-preloaded.sh), which also reads <name>.env files.
 classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
-	tests/classify/three_sites_cxx tests/classify/rules_override tests/classify/typed_api
+	tests/classify/three_sites_cxx tests/classify/rules_override tests/classify/typed_api \
+	tests/classify/wrapper_unwinds
 check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
@@ -15,6 +16,9 @@ tests_classify_three_sites_LDADD = -ldl
 tests_classify_three_sites_wrapped_SOURCES = tests/classify/three_sites.c
 tests_classify_three_sites_wrapped_CPPFLAGS = $(AM_CPPFLAGS) -DWRAPPED
 tests_classify_three_sites_wrapped_LDADD = -ldl
+tests_classify_wrapper_unwinds_SOURCES = tests/classify/wrapper_unwinds.c
+tests_classify_wrapper_unwinds_LDFLAGS = -Wl,--export-dynamic
+tests_classify_wrapper_unwinds_LDADD = -ldl
 tests_classify_three_sites_cxx_SOURCES = tests/classify/three_sites_cxx.cc
 tests_classify_three_sites_cxx_LDADD = -ldl
 tests_classify_rules_override_SOURCES = tests/classify/rules_override.c
