@@ -343,10 +343,13 @@ static void free_block(struct mb_buddy *b, size_t idx, unsigned order, int dirty
 		global_refill(b, pb, owner);
 		return;
 	}
-	/* The kernel's heuristic: if the next-order buddy is free, this block
+	/* A block the kernel took back goes last: resident free blocks are
+	 * handed out first, so that a steady working set does not fault in
+	 * released pages while freed ones wait to be purged. Else the
+	 * kernel's heuristic: if the next-order buddy is free, this block
 	 * may merge soon, so hand out others first. */
-	int to_tail = 0;
-	if (order + 1 < b->pb_order) {
+	int to_tail = !dirty;
+	if (!to_tail && order + 1 < b->pb_order) {
 		size_t higher = (idx & ~((size_t)1 << order)) ^ ((size_t)1 << (order + 1));
 		to_tail = b->pages[higher].state == MB_PG_FREE && b->pages[higher].order == order + 1;
 	}

@@ -643,6 +643,45 @@ TEST(purge_freed_spans)
 	test_buddy_free_region(&B);
 }
 
+/* Free blocks still resident are handed out before those the kernel took
+ * back: a block that comes back released goes to the tail of its list,
+ * so a steady working set does not fault in released pages while freed
+ * ones it could reuse wait to be purged. */
+TEST(resident_blocks_before_released_ones)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
+	long a[5];
+	for (int i = 0; i < 5; i++) {
+		a[i] = alloc_ok(&B, 4, MB_KERNRCLM);
+		memset(mb_buddy_page_addr(&B, (size_t)a[i]), 0x5a, 4 * MB_PAGE_SIZE);
+	}
+	B.clock = 5;
+	free_ok(&B, a[1]);
+	struct mb_purge_batch bt;
+	ASSERT_EQ(mb_buddy_purge_take(&B, 5, 1000, &bt), 4);
+	/* Freed while a[1] is in flight: resident, on the list first. */
+	B.clock = 6;
+	free_ok(&B, a[3]);
+	mb_buddy_purge_release(&B, &bt);
+	ASSERT(bt.r[0].ok);
+	mb_buddy_purge_done(&B, &bt);
+	ASSERT_BUDDY(&B);
+	/* Both are lone 4-page blocks (their buddies are allocated), the
+	 * released one freed last: the resident one comes first. */
+	int z1 = 9;
+	long y1 = mb_buddy_alloc(&B, 4, MB_KERNRCLM, &z1);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(y1, a[3]);
+	ASSERT_EQ(z1, 0);
+	ASSERT_EQ(B.pages[a[1]].state, MB_PG_FREE);
+	free_ok(&B, y1);
+	for (int i = 0; i < 5; i++)
+		if (i != 1 && i != 3)
+			free_ok(&B, a[i]);
+	ASSERT_BUDDY(&B);
+	test_buddy_free_region(&B);
+}
+
 /* A pageblock that memory is taken from again is not idle: it is queued
  * anew, and its free blocks wait a whole decay time from then. */
 TEST(purge_requeue_on_reuse)
