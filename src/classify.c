@@ -295,8 +295,16 @@ static __attribute__((noinline)) MB_READS_OTHER_FRAMES struct mb_site *wrapper_d
 	}
 	uintptr_t caller = cs->state == SLOT_KNOWN ? *(const uintptr_t *)(here + (uintptr_t)cs->off) : 0;
 	uintptr_t key = (uintptr_t)ra ^ (here * 0x9e3779b97f4a7c15ULL) ^ (caller * 0xc2b2ae3d27d4eb4fULL);
-	struct wrapper_memo *wm = &wrapper_memo[mb_site_hash(key) & (WRAPPER_MEMO - 1)];
+	/* Two ways: call paths that meet in one entry would otherwise evict
+	 * each other at every call, and each come back as an unwind. The
+	 * busier entry stays. */
+	uint32_t h = mb_site_hash(key) & (WRAPPER_MEMO - 1);
+	struct wrapper_memo *wm = &wrapper_memo[h];
+	if (wm->key != key && wrapper_memo[h ^ 1].key == key)
+		wm = &wrapper_memo[h ^ 1];
 	if (wm->key != key) {
+		if (wrapper_memo[h ^ 1].uses < wm->uses)
+			wm = &wrapper_memo[h ^ 1];
 		wm->key = key;
 		wm->deep = NULL;
 		wm->uses = 0;

@@ -42,6 +42,24 @@ NI static void *temp_alloc(size_t n) { return keep(xmalloc(n)); }
 
 enum { CACHE = 40000, ROUNDS = 400000, MEASURED = 200000 };
 
+/* One round, out of line, so that each of the three call sites exists
+ * once: a loop the compiler duplicated would add deep sites behind the
+ * same caller (another test's matter). Returns the allocations made. */
+NI static long one_round(long i, void **cache, void **pins, int *npins, char **tp)
+{
+	size_t n = 48 + (size_t)(i * 7919 % 200);
+	char *t = temp_alloc(n);
+	memset(t, 1, n);
+	long c = i % CACHE;
+	free(cache[c]);
+	cache[c] = cache_alloc(n);
+	*tp = t;
+	if (i % 8 != 0)
+		return 2;
+	pins[(*npins)++] = pinned_alloc(n);
+	return 3;
+}
+
 int main(void)
 {
 	need_libmbuddy();
@@ -59,17 +77,7 @@ int main(void)
 			before = unwinds;
 			allocs = 0;
 		}
-		size_t n = 48 + (size_t)(i * 7919 % 200);
-		t = temp_alloc(n);
-		memset(t, 1, n);
-		long c = i % CACHE;
-		free(cache[c]);
-		cache[c] = cache_alloc(n);
-		allocs += 2;
-		if (i % 8 == 0) {
-			pins[npins++] = pinned_alloc(n);
-			allocs++;
-		}
+		allocs += one_round(i, cache, pins, &npins, &t);
 		if (i < ROUNDS + MEASURED - 1)
 			free(t);
 	}
