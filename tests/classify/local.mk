@@ -7,7 +7,7 @@ check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test tests/classify/site-rows.test
-EXTRA_DIST += tests/classify/classify_common.h tests/classify/site-rows.test tests/classify/rules_override.env \
+EXTRA_DIST += tests/classify/classify_common.h tests/classify/three_sites_load.h tests/classify/site-rows.test tests/classify/rules_override.env \
 	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test
 

@@ -250,27 +250,15 @@ TEST(settle_rule_boundary)
 		}
 	}
 	/* The documented points: a quarter of 64, of 256; 8 of 25; half of
-	 * 10 and of 8. */
-	struct mb_slab s = { .nobj = 64, .used = 64 - 15, .list = MB_SLAB_FULL };
-	ASSERT_EQ(mb_slab_settle_due(&s), 0);
-	s.used = 64 - 16;
-	ASSERT_EQ(mb_slab_settle_due(&s), 1);
-	s = (struct mb_slab){ .nobj = 256, .used = 256 - 63, .list = MB_SLAB_FULL };
-	ASSERT_EQ(mb_slab_settle_due(&s), 0);
-	s.used = 256 - 64;
-	ASSERT_EQ(mb_slab_settle_due(&s), 1);
-	s = (struct mb_slab){ .nobj = 25, .used = 25 - 7, .list = MB_SLAB_FULL };
-	ASSERT_EQ(mb_slab_settle_due(&s), 0);
-	s.used = 25 - 8;
-	ASSERT_EQ(mb_slab_settle_due(&s), 1);
-	s = (struct mb_slab){ .nobj = 10, .used = 10 - 4, .list = MB_SLAB_FULL };
-	ASSERT_EQ(mb_slab_settle_due(&s), 0);
-	s.used = 10 - 5;
-	ASSERT_EQ(mb_slab_settle_due(&s), 1);
-	s = (struct mb_slab){ .nobj = 8, .used = 8 - 3, .list = MB_SLAB_FULL };
-	ASSERT_EQ(mb_slab_settle_due(&s), 0);
-	s.used = 8 - 4;
-	ASSERT_EQ(mb_slab_settle_due(&s), 1);
+	 * 10 and of 8. One free short of the threshold, then at it. */
+	static const struct { uint16_t nobj, need; } points[] = { { 64, 16 }, { 256, 64 }, { 25, 8 }, { 10, 5 }, { 8, 4 } };
+	for (size_t k = 0; k < sizeof points / sizeof points[0]; k++) {
+		struct mb_slab s = { .nobj = points[k].nobj, .list = MB_SLAB_FULL };
+		s.used = (uint16_t)(points[k].nobj - points[k].need + 1);
+		ASSERT_EQ(mb_slab_settle_due(&s), 0);
+		s.used = (uint16_t)(points[k].nobj - points[k].need);
+		ASSERT_EQ(mb_slab_settle_due(&s), 1);
+	}
 }
 
 /* The same through the heap: a full slab stays on the full list until the
