@@ -211,7 +211,7 @@ __attribute__((noinline)) void mb_free_settle(struct mb_slab *s)
 	 * idle, one that emptied partly free pages: the purge learns when it
 	 * falls due. */
 	mb_purge_slabs_freed();
-	mb_purge_maybe();
+	mb_purge_maybe_after_free();
 }
 
 /* Everything the free fast path leaves: NULL, errors, samples, large
@@ -241,7 +241,7 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 		if (!h || !mb_runcache_put(&h->runs, &h->counts, p, m))
 			mb_large_free(p, m);
 	}
-	mb_purge_maybe();
+	mb_purge_maybe_after_free();
 	errno = saved;
 }
 

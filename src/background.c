@@ -170,9 +170,10 @@ static int start(void)
 	return rc;
 }
 
-/* Starts the thread if a purge is due, wakes it if it sleeps with nothing
- * to wait for. Returns 1 if the thread takes care of the work. */
-static int kick(uint64_t due)
+/* Starts the thread if a purge is due and may_start, wakes it if it
+ * sleeps with nothing to wait for. Returns 1 if the thread takes care of
+ * the work. */
+static int kick(uint64_t due, int may_start)
 {
 	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
 	if (s == BG_RUNNING) {
@@ -195,7 +196,7 @@ static int kick(uint64_t due)
 	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
 	int release = mb_purge_release_due() != UINT64_MAX && now - mb_heap.started_ms >= mb_opt.decay_ms;
 	int collapse = hp != UINT64_MAX && now >= hp + MB_HP_THREAD_MS;
-	if (s != BG_NONE || !mb_opt.background || (!release && !collapse))
+	if (s != BG_NONE || !may_start || !mb_opt.background || (!release && !collapse))
 		return 0;
 	/* The first purge is due: start the thread. pthread_create may
 	 * allocate, and so come back here: the state says it is starting. */
@@ -207,15 +208,25 @@ static int kick(uint64_t due)
 	return rc == 0;
 }
 
-void mb_purge_maybe(void)
+static void maybe(int may_start)
 {
 	mb_purge_offset();
 	uint64_t due = mb_purge_next_due();
-	if (due != UINT64_MAX && kick(due))
+	if (due != UINT64_MAX && kick(due, may_start))
 		return;
 	/* Without the thread, the step collapses nothing (purge.c) unless
 	 * the program asked for no thread: a collapse alone is not its work. */
 	mb_purge_step(mb_opt.background ? mb_purge_release_due() : due);
+}
+
+void mb_purge_maybe(void)
+{
+	maybe(1);
+}
+
+void mb_purge_maybe_after_free(void)
+{
+	maybe(0);
 }
 
 void mb_background_fork_child(void)

@@ -16,6 +16,11 @@
  * first time a purge is due) or wakes it (if it sleeps with nothing to wait
  * for), or, without a thread, does a bounded step of the work itself. */
 void mb_purge_maybe(void);
+/* The same after a free, which never starts the thread: glibc frees the
+ * TLS vectors of cached thread stacks while it holds the lock of its stack
+ * cache, which pthread_create takes (a hang under python3's threads). The
+ * next allocator call that is not a free starts it. */
+void mb_purge_maybe_after_free(void);
 
 /* fork: the child has no such thread; it starts its own when needed. */
 void mb_background_fork_child(void);

@@ -24,7 +24,8 @@ TESTS += $(preload_tests) tests/preload/misuse.test
 EXTRA_DIST += \
 	tests/preload/run-preloaded.sh \
 	tests/preload/misuse.test \
-	tests/preload/exhaustion.env
+	tests/preload/exhaustion.env \
+	tests/preload/glibc_api.env
 
 tests_preload_api_conformance_SOURCES = tests/preload/api_conformance.c tests/preload/ptest.h
 tests_preload_api_conformance_CFLAGS = $(preload_cflags)
