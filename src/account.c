@@ -140,7 +140,8 @@ static unsigned count_free(const struct mb_slab *s, uint32_t a, uint32_t z)
 {
 	unsigned n = 0;
 	for (uint32_t k = a >> 6; k <= z >> 6; k++) {
-		uint64_t bits = mb_word_load(&s->w[k].free) | __atomic_load_n(&s->remote[k], __ATOMIC_RELAXED);
+		uint64_t bits = mb_word_load(&s->w[k].free) | mb_word_load(&s->w[k].cached) |
+				__atomic_load_n(&s->remote[k], __ATOMIC_RELAXED);
 		uint64_t lo = k == a >> 6 ? ~(uint64_t)0 << (a & 63) : ~(uint64_t)0;
 		uint64_t hi = k == z >> 6 ? ~(uint64_t)0 >> (63 - (z & 63)) : ~(uint64_t)0;
 		n += (unsigned)__builtin_popcountll(bits & lo & hi);

@@ -49,6 +49,8 @@ void mb_sizeclass_init(void)
 		ci->slab_pages = pick_slab_pages(ci->size);
 		ci->nobj = ci->slab_pages * (uint32_t)MB_PAGE_SIZE / ci->size;
 		ci->magic = (uint32_t)(((uint64_t)1 << 32) / ci->size + 1);
+		uint32_t cap = MB_TCACHE_BYTES / ci->size;
+		ci->cache_cap = cap > MB_TCACHE_MAX ? MB_TCACHE_MAX : cap < 2 ? 2 : cap;
 	}
 	c = 0;
 	for (size_t i = 0; i <= MB_SMALL_MAX / 16; i++) {

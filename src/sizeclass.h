@@ -14,12 +14,17 @@
 #define MB_SMALL_MAX 16384
 #define MB_ALIGNMENT 16 /* malloc's guarantee on x86-64 glibc */
 #define MB_SLAB_MAX_PAGES 16
+/* A thread cache (theap.h) holds at most this many objects of a class,
+ * and at most this many bytes of it. */
+#define MB_TCACHE_MAX 7
+#define MB_TCACHE_BYTES ((uint32_t)32 << 10)
 
 struct mb_class_info {
 	uint32_t size;       /* object size */
 	uint32_t slab_pages; /* pages per slab */
 	uint32_t nobj;       /* objects per slab */
 	uint32_t magic;      /* (offset * magic) >> 32 == offset / size */
+	uint32_t cache_cap;  /* objects a thread cache keeps at most */
 };
 
 extern struct mb_class_info mb_classes[MB_NCLASSES];

@@ -16,7 +16,7 @@ struct mb_slab mb_slab_none = {
 	.nwords = 1,
 	.list = MB_SLAB_NONE,
 	.remote = &none_remote,
-	.w = { { 0, ~(uint64_t)0 } },
+	.w = { { 0, ~(uint64_t)0, 0 } },
 };
 
 /* Abandoned slabs of one (key, class), the fullest looked for first. */
@@ -91,12 +91,14 @@ struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 	s->nwords = (uint16_t)nw;
 	s->key = (uint8_t)key;
 	s->sclass = (uint8_t)c;
+	s->bin = (uint16_t)(key * MB_NCLASSES + c);
 	s->remote = (uint64_t *)((char *)s + remote_offset(nw));
 	for (unsigned k = 0; k < nw; k++) {
 		unsigned lo = k * 64, n = ci->nobj > lo ? ci->nobj - lo : 0;
 		uint64_t objs = n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
 		s->w[k].free = objs;
 		s->w[k].sampled = ~objs; /* past the last object: no object */
+		s->w[k].cached = 0;
 	}
 	__atomic_store_n(&s->owner, h, __ATOMIC_RELEASE);
 	return s;
@@ -140,9 +142,10 @@ unsigned mb_slab_collect(struct mb_slab *s)
 			continue;
 		uint64_t r = __atomic_exchange_n(&s->remote[k], 0, __ATOMIC_ACQUIRE);
 		struct mb_slab_word *w = &s->w[k];
-		if (mb_unlikely(r & w->free))
+		uint64_t gone = r & (w->free | w->cached);
+		if (mb_unlikely(gone))
 			mb_fatal_pointer("free", "double free detected (freed by two threads)",
-					 object_addr(s, k * 64 + (unsigned)__builtin_ctzll(r & w->free)));
+					 object_addr(s, k * 64 + (unsigned)__builtin_ctzll(gone)));
 		mb_word_store(&w->free, w->free | r);
 		/* A sample freed by another thread told classification then. */
 		mb_word_store(&w->sampled, w->sampled & ~r);
@@ -176,7 +179,7 @@ int mb_slab_free_remote(struct mb_slab *s, uint32_t i, void *p)
 	/* Freed by the owner already: the owner's bits are read without its
 	 * knowledge, which is enough to catch a free of an object that lies
 	 * free, not two frees racing each other. */
-	if (mb_word_load(&s->w[k].free) & bit)
+	if ((mb_word_load(&s->w[k].free) | mb_word_load(&s->w[k].cached)) & bit)
 		mb_fatal_pointer("free", "double free detected", p);
 	uint64_t old = __atomic_fetch_or(&s->remote[k], bit, __ATOMIC_RELEASE);
 	if (old & bit)
@@ -293,7 +296,7 @@ size_t mb_slab_release_free_pages(struct mb_slab *s, size_t budget, unsigned *fa
 			hi = s->nobj - 1u;
 		int busy = 0;
 		for (uint32_t i = lo; i <= hi && !busy; i++)
-			busy = !mb_slab_is_free(s, i);
+			busy = !mb_slab_is_reclaimable(s, i);
 		if (busy)
 			continue;
 		void *addr = (void *)(s->start + ((uintptr_t)pg << MB_PAGE_SHIFT));

@@ -11,6 +11,9 @@
  *  - `sampled`, one bit per object, written by the owner: the object is a
  *    classification sample (its free must tell classify.c), or lies past
  *    the last object (a pointer there is no object);
+ *  - `cached`, one bit per object, written by the owner: the object was
+ *    freed into the owner's thread cache (theap.h), which hands it out
+ *    again first; it is free to nobody else, and its memory stays;
  *  - `remote`, one bit per object, in cache lines of its own: set with one
  *    atomic OR by a thread that frees an object of a slab it does not own.
  *    The owner folds those bits into `free` when its free bits run out.
@@ -43,6 +46,7 @@ enum mb_slab_list {
 struct mb_slab_word {
 	uint64_t free;    /* 1 = free (owner-written) */
 	uint64_t sampled; /* 1 = a sample, or no object (owner-written) */
+	uint64_t cached;  /* 1 = in the owner's thread cache (owner-written) */
 };
 
 struct mb_slab {
@@ -51,7 +55,7 @@ struct mb_slab {
 	uint32_t size, magic;   /* (offset * magic) >> 32 == offset / size */
 	uint16_t nobj;
 	uint16_t used;          /* objects not free in the owner's bitmap: live,
-				 * or freed remotely and not yet collected */
+				 * cached, or freed remotely and not yet collected */
 	uint16_t cursor;        /* the word the owner allocates from */
 	uint16_t nwords;        /* words of the bitmaps: nobj / 64 + 1 */
 	uint8_t key, sclass;    /* reclaim type, size class */
@@ -60,7 +64,7 @@ struct mb_slab {
 	uint16_t released;      /* pages handed back to the kernel while free,
 				 * one bit per page; cleared when the owner
 				 * allocates from the slab again */
-	uint16_t pad;
+	uint16_t bin;           /* key * MB_NCLASSES + sclass: its owner's bin */
 	struct mb_theap *owner; /* atomic; NULL when abandoned */
 	struct mb_slab *next, *prev; /* the list `list` names */
 	uint64_t *remote;       /* atomic words, nwords of them */
@@ -98,11 +102,24 @@ static inline struct mb_slab *mb_slab_of_page(const struct mb_page *m)
 	return m->user.ptr;
 }
 
-/* Whether object i is free in the owner's bitmap or freed remotely. */
+/* Whether object i is not live: free in the owner's bitmap, in its
+ * thread cache, or freed remotely. */
 static inline int mb_slab_is_free(const struct mb_slab *s, uint32_t i)
 {
 	uint64_t bit = (uint64_t)1 << (i & 63);
-	return ((mb_word_load(&s->w[i >> 6].free) | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit) != 0;
+	const struct mb_slab_word *w = &s->w[i >> 6];
+	return ((mb_word_load(&w->free) | mb_word_load(&w->cached) |
+		 __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit) != 0;
+}
+
+/* Whether object i's memory may be handed back to the kernel: free, and
+ * not in the owner's thread cache, from which it is handed out again
+ * with no lock. */
+static inline int mb_slab_is_reclaimable(const struct mb_slab *s, uint32_t i)
+{
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	const struct mb_slab_word *w = &s->w[i >> 6];
+	return ((mb_word_load(&w->free) | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & ~mb_word_load(&w->cached) & bit) != 0;
 }
 
 /* ---- the owner's operations (theap.c), with no lock ---- */

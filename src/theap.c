@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+_Static_assert(sizeof(struct mb_theap) <= MB_META_MAX, "a thread heap is one metadata allocation");
+
 /* Every heap, in use or kept for the next thread, under this lock. */
 static struct mb_theap *all_heaps;
 static struct mb_lock heaps_lock = MB_LOCK_INITIALIZER_RECURSIVE("heaps");
@@ -239,7 +241,7 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 {
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
-	if ((w->free | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit)
+	if ((w->free | w->cached | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit)
 		mb_fatal_pointer("free", "double free detected", p);
 	/* A sample: the caller told classification (alloc.c). */
 	if (w->sampled & bit)
@@ -280,6 +282,33 @@ void mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 		h->bin[key][c].nfree++;
 	else
 		__atomic_fetch_add(&exited.nfree[key][c], 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the thread cache ---- */
+
+unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
+{
+	unsigned put = 0;
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++) {
+			struct mb_tcache *tc = &h->tc[k * MB_NCLASSES + c];
+			while (tc->n) {
+				void *p = tc->e[--tc->n].p;
+				struct mb_slab *s = mb_theap_slab_of(p);
+				long i = mb_slab_index(s, p);
+				struct mb_slab_word *w = &s->w[i >> 6];
+				uint64_t bit = (uint64_t)1 << (i & 63);
+				mb_word_store(&w->cached, w->cached & ~bit);
+				mb_word_store(&w->free, w->free | bit);
+				s->used--;
+				put++;
+				/* No other entry names s once it is empty, so
+				 * it may go to the buddy here. */
+				if (settle && mb_slab_settle_due(s))
+					mb_theap_freed(h, s);
+			}
+		}
+	return put;
 }
 
 /* ---- heaps without a thread ---- */
@@ -361,6 +390,11 @@ struct mb_theap *mb_theap_create(void)
 		all_heaps = h;
 		mb_lock_release(&heaps_lock);
 	}
+	/* The thread cache's capacities, as they are now (a test changes
+	 * them between heaps). */
+	for (int k = 0; k < MB_NKEYS; k++)
+		for (unsigned c = 0; c < MB_NCLASSES; c++)
+			h->tc[k * MB_NCLASSES + c].cap = mb_classes[c].cache_cap;
 	h->flushed_ms = mb_now_ms();
 	return h;
 }
@@ -440,6 +474,7 @@ static void fold_counters(struct mb_theap *h)
 
 void mb_theap_destroy(struct mb_theap *h)
 {
+	mb_theap_flush_cache(h, 1);
 	mb_runcache_flush(&h->runs);
 	mb_lock_acquire(&h->lock);
 	let_go_all(h);
@@ -484,7 +519,8 @@ static int give_back_emptied(struct mb_slabq *q)
 
 int mb_theap_give_back(struct mb_theap *h)
 {
-	int any = mb_runcache_flush(&h->runs) != 0;
+	int any = mb_theap_flush_cache(h, 1) != 0;
+	any |= mb_runcache_flush(&h->runs) != 0;
 	mb_lock_acquire(&h->lock);
 	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++) {
@@ -654,6 +690,7 @@ void mb_theap_fork_child(void)
 	for (struct mb_theap *h = all_heaps; h; h = h->next) {
 		if (!h->in_use || h == self || h == &orphan)
 			continue;
+		mb_theap_flush_cache(h, 0);
 		let_go_all(h);
 		fold_counters(h);
 		memset(&h->runs, 0, sizeof h->runs);

@@ -4,6 +4,17 @@
  * object of another thread's slab goes back with one atomic OR on that
  * slab (slab.h), which its owner collects when its current slab runs dry.
  *
+ * In front of the slabs, a heap's thread cache keeps, per (key, class),
+ * the last few objects the thread freed into its own slabs (up to
+ * MB_TCACHE_MAX, and MB_TCACHE_BYTES of a class), and hands them out
+ * again first, last in first out: an object freed a moment ago is still in
+ * the processor's cache, where the slab's lowest free bit is not. The
+ * objects stay out of band (the slab's cached bits, slab.h): a cached
+ * object counts as used in its slab, so the purge leaves its page and the
+ * slab cannot empty under it, and a second free of it is a double free.
+ * The cache goes back into the slabs when the heap gives memory back,
+ * and at thread exit.
+ *
  * Besides its current slabs a heap keeps, per (key, class), the slabs it
  * owns with free objects (partial), without (full), and a few it emptied
  * (empty, up to MB_THEAP_EMPTY_BYTES in all), so that a class whose live
@@ -40,6 +51,21 @@ struct mb_bin {
 	uint64_t nfree;      /* objects this thread freed, whoever owns them */
 };
 
+/* One (key, class) of a thread cache: a stack of objects freed by the
+ * owner, each with where its cached bit is (the slab word's address, and
+ * the bit's index in the top byte: descriptors are mapped below 2^47), so
+ * that taking one back touches nothing but that word: no page record, no
+ * slab header. 128 bytes, so that indexing one is a shift. */
+struct mb_tcache {
+	uint32_t n;
+	uint32_t cap; /* mb_classes[].cache_cap, where n is */
+	struct {
+		void *p;
+		uintptr_t bit_at;
+	} e[MB_TCACHE_MAX];
+} __attribute__((aligned(128)));
+#define MB_TCACHE_BIT_SHIFT 56
+
 struct mb_slabq {
 	struct mb_slab *head;
 	uint32_t n;
@@ -50,6 +76,7 @@ struct mb_slabq {
 
 struct mb_theap {
 	struct mb_bin bin[MB_NKEYS][MB_NCLASSES];
+	struct mb_tcache tc[MB_NKEYS * MB_NCLASSES]; /* by slab->bin */
 	struct mb_counts counts;   /* large objects (small ones: the bins) */
 	uint32_t slow_calls;       /* slow paths since the last look at the clock */
 	uint64_t flushed_ms;       /* when the run cache was last given back */
@@ -96,6 +123,12 @@ void mb_orphan_free(struct mb_slab *s, uint32_t i, void *p);
 /* mb_theap_give_back() of the orphan heap. */
 int mb_orphan_give_back(void);
 
+/* The objects h's thread cache holds, back into their slabs as free.
+ * With settle, by h's owner: slabs whose lists must change are settled
+ * (mb_theap_freed); without, h has no thread any more and the caller
+ * lets go of its slabs. Returns the objects put back. */
+unsigned mb_theap_flush_cache(struct mb_theap *h, int settle);
+
 /* Every slow path: once in a while, time-based work (the run cache). */
 void mb_theap_tick(struct mb_theap *h);
 /* Give back what h (the caller's) holds that nothing uses: the run
@@ -128,11 +161,22 @@ void mb_theap_fork_child(void);
 
 /* ---- inline, for the fast paths ---- */
 
-/* An object of class c for key from h's current slab, or NULL when its
- * word is empty. */
+/* An object of class c for key from h's thread cache, else from its
+ * current slab; NULL when that slab's word is empty. */
 static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t n)
 {
 	struct mb_bin *bin = &h->bin[key][c];
+	struct mb_tcache *tc = &h->tc[key * MB_NCLASSES + c];
+	if (mb_likely(tc->n != 0)) {
+		uint32_t top = --tc->n;
+		uintptr_t at = tc->e[top].bit_at;
+		uint64_t *cached = (uint64_t *)(at & (((uintptr_t)1 << MB_TCACHE_BIT_SHIFT) - 1));
+		mb_word_store(cached, *cached & ~((uint64_t)1 << (at >> MB_TCACHE_BIT_SHIFT)));
+		void *p = tc->e[top].p;
+		bin->nalloc++;
+		bin->req += n;
+		return p;
+	}
 	struct mb_slab *s = bin->cur;
 	struct mb_slab_word *w = &s->w[s->cursor];
 	uint64_t f = w->free;
@@ -159,7 +203,8 @@ static inline struct mb_slab *mb_theap_slab_of(const void *p)
 }
 
 /* Free p if it is a live object, not a sample, of a slab h (or NULL)
- * owns: its bit set, no lock, nothing written to user memory. Returns 0
+ * owns: into h's thread cache, or its free bit set when the cache of its
+ * class is full; no lock, nothing written to user memory. Returns 0
  * when p needs the general path (which also catches NULL, foreign
  * pointers and double frees), 1 when done, 2 when done and the slab *sp
  * must change lists (mb_theap_freed). */
@@ -188,12 +233,20 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
 	/* Past the last object the sampled bits are set: no bounds test. */
-	if (mb_unlikely((uintptr_t)i * s->size != off || ((w->free | w->sampled) & bit) ||
+	if (mb_unlikely((uintptr_t)i * s->size != off || ((w->free | w->sampled | w->cached) & bit) ||
 			(s->has_remote && (__atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED) & bit))))
 		return 0;
+	(&h->bin[0][0])[s->bin].nfree++;
+	struct mb_tcache *tc = &h->tc[s->bin];
+	if (mb_likely(tc->n < tc->cap)) {
+		tc->e[tc->n].p = p;
+		tc->e[tc->n].bit_at = (uintptr_t)&w->cached | (uintptr_t)(i & 63) << MB_TCACHE_BIT_SHIFT;
+		tc->n++;
+		mb_word_store(&w->cached, w->cached | bit);
+		return 1;
+	}
 	mb_word_store(&w->free, w->free | bit);
 	s->used--;
-	h->bin[s->key][s->sclass].nfree++;
 	*sp = s;
 	return mb_unlikely(mb_slab_settle_due(s)) ? 2 : 1;
 }

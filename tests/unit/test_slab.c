@@ -13,8 +13,10 @@
  * are collected by the owner, none lost; the slabs of an exited thread are
  * adopted by the next heap that needs their class or frees into them;
  * mb_theap_purge() hands back the whole free pages of sparse slabs, not of
- * the current one, and the slab still works after. The buddy checker runs
- * after every phase.
+ * the current one, and the slab still works after; the thread cache hands
+ * back the last freed object first, keeps its objects' pages from the
+ * purge, and empties into the slabs when the heap gives memory back and at
+ * exit. The buddy checker runs after every phase.
  *
  * The heap is set up once for the whole program: thread heaps live in
  * metadata outside it and stay on the list of heaps, so every test gives
@@ -35,16 +37,29 @@
 
 static struct mb_buddy *const B = &mb_heap.buddy;
 static size_t base_pages, base_slab_pages;
+static uint32_t cache_cap[MB_NCLASSES];
 
-/* The heap, once; the buddy's allocated pages noted as the baseline. */
+/* The thread cache on or off: the slab lists' rules are tested with it
+ * off, so that every free reaches its slab; it has tests of its own. */
+static void thread_cache(int on)
+{
+	for (unsigned c = 0; c < MB_NCLASSES; c++)
+		mb_classes[c].cache_cap = on ? cache_cap[c] : 0;
+}
+
+/* The heap, once; the buddy's allocated pages noted as the baseline; the
+ * thread cache off. */
 static void heap(void)
 {
 	static int ready;
 	if (!ready) {
 		mb_sizeclass_init();
+		for (unsigned c = 0; c < MB_NCLASSES; c++)
+			cache_cap[c] = mb_classes[c].cache_cap;
 		test_heap_setup(64 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
 		ready = 1;
 	}
+	thread_cache(0);
 	ASSERT_BUDDY(B);
 	base_pages = B->pages_allocated;
 	base_slab_pages = mb_heap.slab_pages;
@@ -363,10 +378,15 @@ static void expect_abort(struct double_free d)
 TEST(double_free_aborts_with_the_address)
 {
 	heap();
-	expect_abort((struct double_free){ 0, 0 }); /* the owner twice */
-	expect_abort((struct double_free){ 1, 1 }); /* another thread twice */
-	expect_abort((struct double_free){ 0, 1 }); /* the owner, then another thread */
-	expect_abort((struct double_free){ 1, 0 }); /* another thread, then the owner */
+	/* Without the thread cache, then with it (the owner's first free
+	 * leaves the object in its cache). */
+	for (int cache = 0; cache <= 1; cache++) {
+		thread_cache(cache);
+		expect_abort((struct double_free){ 0, 0 }); /* the owner twice */
+		expect_abort((struct double_free){ 1, 1 }); /* another thread twice */
+		expect_abort((struct double_free){ 0, 1 }); /* the owner, then another thread */
+		expect_abort((struct double_free){ 1, 0 }); /* another thread, then the owner */
+	}
 	all_back(); /* the children's objects were theirs */
 }
 
@@ -678,6 +698,122 @@ TEST(purge_only_sparse_and_keeps_to_its_budget)
 	ASSERT_EQ((size_t)__builtin_popcount(a->released), 1 + more);
 	give(h, v[0]);
 	give(h, v[nobj]);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+	free(v);
+}
+
+/* ---- the thread cache ---- */
+
+/* The owner's frees go to its thread cache up to the class's capacity and
+ * come back last in, first out; a cached object is free to everyone but
+ * still counts as used in its slab and is not reclaimable; frees past the
+ * capacity reach the slab. */
+TEST(thread_cache_hands_back_the_last_freed_first)
+{
+	heap();
+	thread_cache(1);
+	const unsigned c = 3;
+	const unsigned cap = mb_classes[c].cache_cap;
+	ASSERT_GT(cap, 1);
+	ASSERT_LE(cap, MB_TCACHE_MAX);
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	const unsigned n = cap + 5;
+	void **v = malloc(n * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (unsigned i = 0; i < n; i++)
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+	struct mb_slab *s = mb_theap_slab_of(v[0]);
+	ASSERT_EQ(mb_theap_slab_of(v[n - 1]), s);
+	unsigned used = s->used;
+	for (unsigned i = 0; i < cap; i++)
+		give(h, v[i]);
+	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	ASSERT_EQ(s->used, used);
+	for (unsigned i = 0; i < cap; i++) {
+		uint32_t k = (uint32_t)mb_slab_index(s, v[i]);
+		ASSERT(mb_slab_is_free(s, k));
+		ASSERT(!mb_slab_is_reclaimable(s, k));
+	}
+	/* Past the capacity: into the slab. */
+	give(h, v[cap]);
+	give(h, v[cap + 1]);
+	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	ASSERT_EQ(s->used, used - 2);
+	ASSERT(mb_slab_is_reclaimable(s, (uint32_t)mb_slab_index(s, v[cap])));
+	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nfree, cap + 2);
+	/* Back last in, first out, then from the slab. */
+	for (unsigned i = cap; i-- > 0;) {
+		void *p = take(h, MB_DEFAULT_TYPE, c);
+		ASSERT_EQ(p, v[i]);
+	}
+	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, 0);
+	ASSERT_EQ(s->used, used - 2);
+	v[cap] = take(h, MB_DEFAULT_TYPE, c);
+	v[cap + 1] = take(h, MB_DEFAULT_TYPE, c);
+	no_overlap(v, n, mb_classes[c].size);
+	ASSERT_EQ(s->used, used);
+	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nalloc, n + cap + 2);
+	/* At exit, the cache goes back into the slabs and they to the buddy. */
+	for (unsigned i = 0; i < n; i++)
+		give(h, v[i]);
+	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	mb_theap_destroy(h);
+	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, 0);
+	all_back();
+	free(v);
+}
+
+/* A slab that only cached objects keep from emptying empties when the
+ * heap gives memory back; until then the purge leaves the pages of cached
+ * objects resident, and their contents as the owner left them. */
+TEST(thread_cache_pages_kept_from_the_purge_until_given_back)
+{
+	heap();
+	thread_cache(1);
+	const unsigned c = 20; /* 4 pages, objects across page edges */
+	struct mb_class_info *ci = &mb_classes[c];
+	ci->cache_cap = 3; /* so that a slab of cached objects only is sparse */
+	const unsigned nobj = ci->nobj, cap = ci->cache_cap;
+	ASSERT_GT(ci->slab_pages, 2);
+	ASSERT_LE(cap * 4, nobj); /* a slab holding only cached objects is sparse */
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	void **v = malloc(2 * nobj * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (unsigned i = 0; i < 2 * nobj; i++) {
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+		memset(v[i], 0xa5, ci->size);
+	}
+	struct mb_slab *a = mb_theap_slab_of(v[0]);
+	ASSERT_EQ(a->list, MB_SLAB_FULL);
+	/* a's last objects go to the cache, the others to a. */
+	for (unsigned i = nobj; i-- > 0;)
+		give(h, v[i]);
+	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	ASSERT_EQ(a->used, cap);
+	ASSERT_EQ(a->list, MB_SLAB_PARTIAL);
+	unsigned failed = 9;
+	size_t got = mb_theap_purge(1000, &failed);
+	ASSERT_EQ(failed, 0);
+	ASSERT_GT(got, 0);
+	for (unsigned i = nobj - cap; i < nobj; i++) {
+		uintptr_t lo = (uintptr_t)v[i] - a->start, hi = lo + ci->size - 1;
+		for (uintptr_t pg = lo / PAGE; pg <= hi / PAGE; pg++) {
+			ASSERT_EQ(a->released & (1u << pg), 0);
+			ASSERT_EQ(test_resident_pages((void *)(a->start + pg * PAGE), PAGE), 1);
+		}
+		ASSERT_EQ(((uint32_t *)v[i])[0], 0xa5a5a5a5u);
+	}
+	ASSERT_BUDDY(B);
+	/* Given back: the cache empties into a, which goes to the buddy. */
+	ASSERT_EQ(mb_theap_give_back(h), 1);
+	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, 0);
+	ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + ci->slab_pages);
+	for (unsigned i = nobj; i < 2 * nobj; i++)
+		give(h, v[i]);
 	mb_theap_give_back(h);
 	mb_theap_destroy(h);
 	all_back();
