@@ -91,6 +91,10 @@ struct mbuddy_stats {
 	struct mbuddy_account account;         /* now */
 	struct mbuddy_account account_at_peak; /* when RSS last rose a tenth; zero if never taken */
 	struct mbuddy_huge huge;
+	/* Of account.slab_free and account_at_peak.slab_free: objects freed
+	 * into threads' caches, which hand them out again first. */
+	unsigned long long account_slab_free_cached;
+	unsigned long long account_at_peak_slab_free_cached;
 };
 
 /* Fill *st, of `size` bytes (pass sizeof *st), with a snapshot of the

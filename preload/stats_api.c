@@ -46,8 +46,11 @@ static int stats_fill(struct mbuddy_stats *st)
 	mb_stats_take_account(&s);
 	memset(st, 0, sizeof(*st));
 	account_fill(&st->account, &s.account);
-	if (s.has_account_peak)
+	st->account_slab_free_cached = s.account.slab_free_where[MB_ACC_CACHED];
+	if (s.has_account_peak) {
 		account_fill(&st->account_at_peak, &s.account_peak);
+		st->account_at_peak_slab_free_cached = s.account_peak.slab_free_where[MB_ACC_CACHED];
+	}
 	st->max_order = s.max_order;
 	st->pageblock_bytes = s.pb_bytes;
 	st->served = (int)s.served;
@@ -86,9 +89,9 @@ static const size_t field_end[] = {
 	END(global_free_pageblocks), END(global_resident_pageblocks), END(global_steals),
 	END(global_refills), END(mallocs), END(frees), END(types), END(unusable_free_space),
 	END(fragmentation_index), END(peak_resident_bytes), END(peak_live_bytes), END(served), END(account),
-	END(account_at_peak), END(huge),
+	END(account_at_peak), END(huge), END(account_slab_free_cached), END(account_at_peak_slab_free_cached),
 };
-_Static_assert(sizeof(struct mbuddy_stats) - END(huge) < _Alignof(struct mbuddy_stats),
+_Static_assert(sizeof(struct mbuddy_stats) - END(account_at_peak_slab_free_cached) < _Alignof(struct mbuddy_stats),
 	       "the last field of struct mbuddy_stats is not the last of field_end[]");
 
 /* The structure of the first release, which programs built with it pass

@@ -135,18 +135,26 @@ static int resident(struct walk *w, const struct mb_buddy *b, size_t idx)
 	return w->vec[idx & (b->pb_pages - 1)] & 1;
 }
 
-/* Free objects among [a, z] of s. */
-static unsigned count_free(const struct mb_slab *s, uint32_t a, uint32_t z)
+/* Free objects among [a, z] of s; of them, in the owner's thread cache
+ * in *cached. */
+static unsigned count_free(const struct mb_slab *s, uint32_t a, uint32_t z, unsigned *cached)
 {
 	unsigned n = 0;
+	*cached = 0;
 	for (uint32_t k = a >> 6; k <= z >> 6; k++) {
-		uint64_t bits = mb_word_load(&s->w[k].free) | mb_word_load(&s->w[k].cached) |
-				__atomic_load_n(&s->remote[k], __ATOMIC_RELAXED);
+		uint64_t c = mb_word_load(&s->w[k].cached);
+		uint64_t bits = mb_word_load(&s->w[k].free) | c | __atomic_load_n(&s->remote[k], __ATOMIC_RELAXED);
 		uint64_t lo = k == a >> 6 ? ~(uint64_t)0 << (a & 63) : ~(uint64_t)0;
 		uint64_t hi = k == z >> 6 ? ~(uint64_t)0 >> (63 - (z & 63)) : ~(uint64_t)0;
 		n += (unsigned)__builtin_popcountll(bits & lo & hi);
+		*cached += (unsigned)__builtin_popcountll(c & lo & hi);
 	}
 	return n;
+}
+
+static int is_cached(const struct mb_slab *s, uint32_t i)
+{
+	return (mb_word_load(&s->w[i >> 6].cached) >> (i & 63)) & 1;
 }
 
 static enum mb_account_where where_of(const struct mb_slab *s)
@@ -166,7 +174,7 @@ static void slab_page(struct walk *w, const struct mb_slab *s, uint32_t pg)
 	struct mb_account *a = w->a;
 	uint64_t pstart = (uint64_t)pg << MB_PAGE_SHIFT, pend = pstart + MB_PAGE_SIZE;
 	uint64_t end_objs = (uint64_t)s->nobj * s->size;
-	uint64_t free_bytes = 0, live_bytes = 0;
+	uint64_t free_bytes = 0, live_bytes = 0, cached_bytes = 0;
 	if (pstart < end_objs) {
 		uint32_t first = (uint32_t)(pstart / s->size);
 		uint32_t last = (uint32_t)(((pend < end_objs ? pend : end_objs) - 1) / s->size);
@@ -177,21 +185,26 @@ static void slab_page(struct walk *w, const struct mb_slab *s, uint32_t pg)
 			if (os >= pstart && oe <= pend && i != first && i != last)
 				continue;
 			uint64_t part = (oe < pend ? oe : pend) - (os > pstart ? os : pstart);
-			if (mb_slab_is_free(s, i))
+			if (mb_slab_is_free(s, i)) {
 				free_bytes += part;
-			else
+				if (is_cached(s, i))
+					cached_bytes += part;
+			} else {
 				live_bytes += part;
+			}
 		}
 		if (last > first + 1) {
-			unsigned f = count_free(s, first + 1, last - 1);
+			unsigned cached, f = count_free(s, first + 1, last - 1, &cached);
 			free_bytes += (uint64_t)f * s->size;
+			cached_bytes += (uint64_t)cached * s->size;
 			live_bytes += (uint64_t)(last - first - 1 - f) * s->size;
 		}
 	}
 	uint64_t tail = MB_PAGE_SIZE - free_bytes - live_bytes;
 	int type = mb_key_type(s->key);
 	a->slab_free += free_bytes;
-	a->slab_free_where[where_of(s)] += free_bytes;
+	a->slab_free_where[where_of(s)] += free_bytes - cached_bytes;
+	a->slab_free_where[MB_ACC_CACHED] += cached_bytes;
 	a->slab_free_type[type] += free_bytes;
 	a->slab_free_class[s->sclass] += free_bytes;
 	a->slab_tail += tail;

@@ -9,7 +9,8 @@
  * region's resident pages, found with mincore(2), are split by what the
  * page records and the slabs say each byte is: live objects (the bytes
  * asked for, and the rounding up to a size class or to pages), free
- * objects in slabs (by where the slab is, by type and by size class), the
+ * objects in slabs (by where the slab is or in a thread's cache, by type
+ * and by size class), the
  * tails of slabs past their last object, runs cached by threads, and free
  * pages not yet handed back to the kernel. The parts add up to the
  * resident set the kernel reports, but for what changes while the account
@@ -33,6 +34,7 @@ enum mb_account_where {
 	MB_ACC_PARTIAL,   /* a thread's, with free objects */
 	MB_ACC_FULL,      /* a thread's, freed into by other threads */
 	MB_ACC_ABANDONED, /* its thread exited */
+	MB_ACC_CACHED,    /* not a slab: objects in threads' caches (theap.h) */
 	MB_ACC_NWHERE
 };
 

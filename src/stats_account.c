@@ -21,6 +21,7 @@ static const struct row {
 	{ "slab_free_partial_bytes", "          in threads' other slabs", F(slab_free_where[MB_ACC_PARTIAL]) },
 	{ "slab_free_full_bytes", "          freed by other threads", F(slab_free_where[MB_ACC_FULL]) },
 	{ "slab_free_abandoned_bytes", "          in slabs of exited threads", F(slab_free_where[MB_ACC_ABANDONED]) },
+	{ "slab_free_cached_bytes", "          in threads' caches", F(slab_free_where[MB_ACC_CACHED]) },
 	{ "slab_tail_bytes", "        slab tails past the last object", F(slab_tail) },
 	{ "run_cache_bytes", "        page runs cached by threads", F(run_cache) },
 	{ "free_pages_bytes", "        free pages not yet returned", F(free_pages) },
