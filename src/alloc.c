@@ -230,10 +230,17 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 		if (mb_slab_is_sampled(s, i))
 			mb_classify_freed(p);
 		struct mb_theap *h = mb_self.heap;
+		int settled = 1;
 		if (h)
-			mb_theap_free(h, s, i, p);
+			settled = mb_theap_free(h, s, i, p);
 		else
 			mb_orphan_free(s, i, p);
+		/* A remote bit frees no page: no purge to look at (a third
+		 * of a cross-thread workload's frees would look at the clock). */
+		if (!settled) {
+			errno = saved;
+			return;
+		}
 	} else {
 		if (m->user16 & MB_LARGE_SAMPLED)
 			mb_classify_freed(p);

@@ -181,16 +181,17 @@ int mb_slab_free_remote(struct mb_slab *s, uint32_t i, void *p)
 	 * free, not two frees racing each other. */
 	if ((mb_word_load(&s->w[k].free) | mb_word_load(&s->w[k].cached)) & bit)
 		mb_fatal_pointer("free", "double free detected", p);
-	uint64_t old = __atomic_fetch_or(&s->remote[k], bit, __ATOMIC_RELEASE);
+	/* Against the owner moving s to its full list meanwhile: it looks
+	 * at the remote bits after the move and a fence (theap.c), this
+	 * looks at the list after setting its bit, both sequentially
+	 * consistent, so one of the two sees the other. (On x86 the locked
+	 * OR is the fence: no second one.) */
+	uint64_t old = __atomic_fetch_or(&s->remote[k], bit, __ATOMIC_SEQ_CST);
 	if (old & bit)
 		mb_fatal_pointer("free", "double free detected", p);
 	if (!__atomic_load_n(&s->has_remote, __ATOMIC_RELAXED))
 		__atomic_store_n(&s->has_remote, 1, __ATOMIC_SEQ_CST);
-	/* Against the owner moving s to its full list meanwhile: it looks
-	 * at has_remote after the move (theap.c), this looks at the list
-	 * after setting it, so one of the two sees the other. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return __atomic_load_n(&s->list, __ATOMIC_RELAXED) == MB_SLAB_FULL;
+	return __atomic_load_n(&s->list, __ATOMIC_SEQ_CST) == MB_SLAB_FULL;
 }
 
 /* ---- abandoned slabs ---- */

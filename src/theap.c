@@ -253,18 +253,18 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 		mb_theap_freed(h, s);
 }
 
-void mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
+int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 {
 	struct mb_theap *o = mb_slab_owner(s);
 	if (o == h && h) {
 		free_owned(h, s, i, p);
-		return;
+		return 1;
 	}
 	if (o == &orphan && h != &orphan) {
 		/* Nobody collects the orphan heap's remote frees: its
 		 * objects are freed as its owner, under its lock. */
 		mb_orphan_free(s, i, p);
-		return;
+		return 1;
 	}
 	if (!o && h && mb_slab_adopt(s, h)) {
 		/* Its owner has exited: this thread takes it over. */
@@ -272,7 +272,7 @@ void mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 		q_push(&h->partial[s->key][s->sclass], s, MB_SLAB_PARTIAL);
 		mb_lock_release(&h->lock);
 		free_owned(h, s, i, p);
-		return;
+		return 1;
 	}
 	int key = s->key, c = s->sclass;
 	if (mb_slab_free_remote(s, i, p) && o)
@@ -282,6 +282,7 @@ void mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 		h->bin[key][c].nfree++;
 	else
 		__atomic_fetch_add(&exited.nfree[key][c], 1, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /* ---- the thread cache ---- */

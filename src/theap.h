@@ -113,8 +113,11 @@ void mb_theap_freed(struct mb_theap *h, struct mb_slab *s);
  * own; everything the fast path left to the general path: samples,
  * another owner's slabs, abandoned ones, double frees. Counted in h. A
  * sample must have been reported to classification first: once the
- * object is free, its owner may hand it out and sample it again. */
-void mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
+ * object is free, its owner may hand it out and sample it again. Returns
+ * 0 when the object went back to another thread's slab with a remote
+ * bit (no slab changed hands or lists here: nothing for the purge), 1
+ * otherwise. */
+int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
 
 /* The heap of threads that have none (before their set-up, while it runs,
  * after their exit): used under its own lock, taken by these two. */
