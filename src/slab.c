@@ -283,34 +283,48 @@ int mb_slab_adopt(struct mb_slab *s, struct mb_theap *h)
 
 /* ---- purge ---- */
 
+/* Whether page pg of s may go back to the kernel: not gone already, every
+ * object on it reclaimable, not part of a dense huge unit (its release
+ * would split the huge page, buddy.h). */
+static int page_releasable(const struct mb_slab *s, uint32_t pg)
+{
+	if (s->released & (1u << pg))
+		return 0;
+	uint32_t lo = pg * (uint32_t)MB_PAGE_SIZE / s->size;
+	uint32_t hi = ((pg + 1) * (uint32_t)MB_PAGE_SIZE - 1) / s->size;
+	if (hi >= s->nobj)
+		hi = s->nobj - 1u;
+	for (uint32_t i = lo; i <= hi; i++)
+		if (!mb_slab_is_reclaimable(s, i))
+			return 0;
+	struct mb_buddy *b = &mb_heap.buddy;
+	return !mb_buddy_hp_keep(b, mb_buddy_page_index(b, (void *)(s->start + ((uintptr_t)pg << MB_PAGE_SHIFT))));
+}
+
 size_t mb_slab_release_free_pages(struct mb_slab *s, size_t budget, unsigned *failed)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	const struct mb_class_info *ci = &mb_classes[s->sclass];
 	size_t released = 0;
-	for (uint32_t pg = 0; pg < ci->slab_pages && released < budget; pg++) {
-		if (s->released & (1u << pg))
+	/* Consecutive pages in one call: each call costs the other
+	 * processors a TLB shootdown. */
+	for (uint32_t pg = 0; pg < ci->slab_pages && released < budget;) {
+		if (!page_releasable(s, pg)) {
+			pg++;
 			continue;
-		uint32_t lo = pg * (uint32_t)MB_PAGE_SIZE / s->size;
-		uint32_t hi = ((pg + 1) * (uint32_t)MB_PAGE_SIZE - 1) / s->size;
-		if (hi >= s->nobj)
-			hi = s->nobj - 1u;
-		int busy = 0;
-		for (uint32_t i = lo; i <= hi && !busy; i++)
-			busy = !mb_slab_is_reclaimable(s, i);
-		if (busy)
-			continue;
+		}
+		uint32_t end = pg + 1;
+		while (end < ci->slab_pages && released + (end - pg) < budget && page_releasable(s, end))
+			end++;
 		void *addr = (void *)(s->start + ((uintptr_t)pg << MB_PAGE_SHIFT));
-		/* A page of a dense huge unit stays: its release would split
-		 * the huge page (buddy.h). */
-		if (mb_buddy_hp_keep(b, mb_buddy_page_index(b, addr)))
-			continue;
-		if (b->release && b->release(addr, MB_PAGE_SIZE) != 0) {
+		if (b->release && b->release(addr, (size_t)(end - pg) << MB_PAGE_SHIFT) != 0) {
 			++*failed;
 			return released;
 		}
-		s->released = (uint16_t)(s->released | (1u << pg));
-		released++;
+		for (; pg < end; pg++) {
+			s->released = (uint16_t)(s->released | (1u << pg));
+			released++;
+		}
 	}
 	return released;
 }

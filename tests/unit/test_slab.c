@@ -584,6 +584,15 @@ TEST(abandoned_slabs_are_adopted)
 
 /* ---- the purge of sparse slabs ---- */
 
+/* The buddy's release, counting its calls. */
+static int (*real_release)(void *, size_t);
+static unsigned release_calls;
+static int counting_release(void *addr, size_t len)
+{
+	release_calls++;
+	return real_release(addr, len);
+}
+
 TEST(purge_releases_free_pages_of_sparse_slabs)
 {
 	heap();
@@ -619,9 +628,15 @@ TEST(purge_releases_free_pages_of_sparse_slabs)
 	ASSERT_GT(expect, 0);
 
 	unsigned failed = 9;
+	real_release = B->release;
+	B->release = counting_release;
+	release_calls = 0;
 	size_t got = mb_theap_purge(1000, &failed);
+	B->release = real_release;
 	ASSERT_EQ(failed, 0);
 	ASSERT_EQ(got, expect);
+	/* The free pages follow object 1's: one call for them all. */
+	ASSERT_EQ(release_calls, 1);
 	ASSERT_EQ(test_resident_pages((void *)a->start, ci->slab_pages * PAGE), ci->slab_pages - expect);
 	ASSERT_EQ(test_resident_pages((void *)b->start, ci->slab_pages * PAGE), ci->slab_pages);
 	ASSERT_EQ(b->released, 0);
