@@ -11,15 +11,21 @@
  * deadlock is a failure) allocates, checks and frees objects of every size
  * from the fork's own thread and from a thread it starts, which pulls
  * objects out of the transfer caches the parent's threads filled; a
- * child's objects must hold their contents, and the child exits 0. */
+ * child's objects must hold their contents, and the child exits 0. Under
+ * libmbuddy, the holders' thread caches must be gone from the child (their
+ * objects free again): its report counts in threads' caches less than a
+ * quarter of what the parent counted with the holders' caches full. */
 #define _GNU_SOURCE 1
 #include "ptest.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include "mbuddy.h"
 
 #define KiB ((size_t)1 << 10)
 
@@ -32,6 +38,19 @@
 
 static atomic_int stop, holders_ready;
 static atomic_long moved;
+
+/* libmbuddy's statistics (NULL under another allocator), and what the
+ * parent's report counted in threads' caches once the holders were full. */
+static int (*stats_read)(struct mbuddy_stats *, size_t);
+static unsigned long long parent_cached;
+
+static unsigned long long cached_in_threads(void)
+{
+	static struct mbuddy_stats st;
+	if (stats_read(&st, sizeof st) < 0)
+		return ~0ULL;
+	return st.account_slab_free_cached;
+}
 
 static double now_s(void)
 {
@@ -145,6 +164,17 @@ static void *child_work(void *arg)
 static void child(void)
 {
 	alarm(CHILD_TIMEOUT);
+	if (stats_read) {
+		/* This thread's own cache first, then what is left: the
+		 * holders exist no more. */
+		malloc_trim(0);
+		unsigned long long c = cached_in_threads();
+		if (c * 4 >= parent_cached) {
+			pt_msg("FAIL child: %llu bytes in threads' caches after the fork (the parent: %llu)", c,
+			       parent_cached);
+			_exit(1);
+		}
+	}
 	child_work((void *)1);
 	pthread_t t;
 	if (pthread_create(&t, NULL, child_work, (void *)2) != 0) {
@@ -166,6 +196,13 @@ int main(void)
 		PT_REQUIRE(pthread_create(&h[i], NULL, holder, NULL) == 0, "pthread_create");
 	while (atomic_load(&holders_ready) < NHOLDERS)
 		usleep(1000);
+	if (pt_mbuddy) {
+		stats_read = (int (*)(struct mbuddy_stats *, size_t))dlsym(RTLD_DEFAULT, "mbuddy_stats_read");
+		PT_REQUIRE(stats_read != NULL, "mbuddy_stats_read");
+		parent_cached = cached_in_threads();
+		PT_CHECK(parent_cached >= 64 * KiB && parent_cached != ~0ULL,
+			 "the holders' caches: %llu bytes in threads' caches", parent_cached);
+	}
 	for (int i = 0; i < NPAIRS; i++) {
 		PT_REQUIRE(pthread_create(&pc[2 * i], NULL, producer, &pairs[i]) == 0, "pthread_create");
 		PT_REQUIRE(pthread_create(&pc[2 * i + 1], NULL, consumer, &pairs[i]) == 0, "pthread_create");
@@ -195,7 +232,8 @@ int main(void)
 		pthread_join(h[i], NULL);
 	PT_CHECK(bad == 0, "%d of %d children failed", bad, forks);
 	PT_CHECK(atomic_load(&moved) > 0, "no object moved between threads");
-	pt_msg("%d forks while %d threads held caches and %d pairs moved %ld objects between threads", forks,
-	       NHOLDERS, NPAIRS, atomic_load(&moved));
+	pt_msg("%d forks while %d threads held caches (%llu bytes in threads' caches) and %d pairs moved %ld "
+	       "objects between threads",
+	       forks, NHOLDERS, parent_cached, NPAIRS, atomic_load(&moved));
 	return pt_finish();
 }
