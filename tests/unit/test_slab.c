@@ -584,6 +584,21 @@ TEST(abandoned_slabs_are_adopted)
 
 /* ---- the purge of sparse slabs ---- */
 
+/* Two slabs' worth of objects of class c taken by h, each written with
+ * 0xa5 (the first slab full, the second current); the caller frees the
+ * array. */
+static void **two_slabs_written(struct mb_theap *h, unsigned c)
+{
+	const struct mb_class_info *ci = &mb_classes[c];
+	void **v = malloc(2 * ci->nobj * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (unsigned i = 0; i < 2 * ci->nobj; i++) {
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+		memset(v[i], 0xa5, ci->size);
+	}
+	return v;
+}
+
 /* The buddy's release, counting its calls. */
 static int (*real_release)(void *, size_t);
 static unsigned release_calls;
@@ -602,12 +617,7 @@ TEST(purge_releases_free_pages_of_sparse_slabs)
 	ASSERT_GT(ci->slab_pages, 2);
 	struct mb_theap *h = mb_theap_create();
 	ASSERT_NE(h, NULL);
-	void **v = malloc(2 * nobj * sizeof *v);
-	ASSERT_NE(v, NULL);
-	for (unsigned i = 0; i < 2 * nobj; i++) {
-		v[i] = take(h, MB_DEFAULT_TYPE, c);
-		memset(v[i], 0xa5, ci->size);
-	}
+	void **v = two_slabs_written(h, c);
 	struct mb_slab *a = mb_theap_slab_of(v[0]), *b = mb_theap_slab_of(v[nobj]);
 	/* Both sparse: a keeps its object 1 only, b (current) its last. */
 	for (unsigned i = 0; i < nobj; i++)
@@ -796,12 +806,7 @@ TEST(thread_cache_pages_kept_from_the_purge_until_given_back)
 	ASSERT_LE(cap * 4, nobj); /* a slab holding only cached objects is sparse */
 	struct mb_theap *h = mb_theap_create();
 	ASSERT_NE(h, NULL);
-	void **v = malloc(2 * nobj * sizeof *v);
-	ASSERT_NE(v, NULL);
-	for (unsigned i = 0; i < 2 * nobj; i++) {
-		v[i] = take(h, MB_DEFAULT_TYPE, c);
-		memset(v[i], 0xa5, ci->size);
-	}
+	void **v = two_slabs_written(h, c);
 	struct mb_slab *a = mb_theap_slab_of(v[0]);
 	ASSERT_EQ(a->list, MB_SLAB_FULL);
 	/* a's last objects go to the cache, the others to a. */
