@@ -152,11 +152,6 @@ static unsigned count_free(const struct mb_slab *s, uint32_t a, uint32_t z, unsi
 	return n;
 }
 
-static int is_cached(const struct mb_slab *s, uint32_t i)
-{
-	return (mb_word_load(&s->w[i >> 6].cached) >> (i & 63)) & 1;
-}
-
 static enum mb_account_where where_of(const struct mb_slab *s)
 {
 	switch (__atomic_load_n(&s->list, __ATOMIC_RELAXED)) {
@@ -187,7 +182,7 @@ static void slab_page(struct walk *w, const struct mb_slab *s, uint32_t pg)
 			uint64_t part = (oe < pend ? oe : pend) - (os > pstart ? os : pstart);
 			if (mb_slab_is_free(s, i)) {
 				free_bytes += part;
-				if (is_cached(s, i))
+				if (mb_slab_is_cached(s, i))
 					cached_bytes += part;
 			} else {
 				live_bytes += part;

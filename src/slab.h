@@ -162,6 +162,12 @@ static inline int mb_slab_is_sampled(const struct mb_slab *s, uint32_t i)
 	return (mb_word_load(&s->w[i >> 6].sampled) >> (i & 63)) & 1;
 }
 
+/* Whether object i is in its owner's thread cache. */
+static inline int mb_slab_is_cached(const struct mb_slab *s, uint32_t i)
+{
+	return (mb_word_load(&s->w[i >> 6].cached) >> (i & 63)) & 1;
+}
+
 /* ---- another thread's free ---- */
 
 /* Free object i (address p) of s, owned by another thread or by nobody,
