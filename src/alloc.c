@@ -224,23 +224,19 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 	uint32_t i;
 	struct mb_page *m = live_or_die(p, func, 1, &s, &i);
 	int saved = errno;
+	/* A remote bit frees no page: no purge to look at (a third of a
+	 * cross-thread workload's frees would look at the clock). */
+	int may_queue = 1;
 	if (mb_likely(s != NULL)) {
 		/* Told before the object is free: then its owner may hand it
 		 * out, and sample it, again. */
 		if (mb_slab_is_sampled(s, i))
 			mb_classify_freed(p);
 		struct mb_theap *h = mb_self.heap;
-		int settled = 1;
 		if (h)
-			settled = mb_theap_free(h, s, i, p);
+			may_queue = mb_theap_free(h, s, i, p);
 		else
 			mb_orphan_free(s, i, p);
-		/* A remote bit frees no page: no purge to look at (a third
-		 * of a cross-thread workload's frees would look at the clock). */
-		if (!settled) {
-			errno = saved;
-			return;
-		}
 	} else {
 		if (m->user16 & MB_LARGE_SAMPLED)
 			mb_classify_freed(p);
@@ -248,7 +244,8 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 		if (!h || !mb_runcache_put(&h->runs, &h->counts, p, m))
 			mb_large_free(p, m);
 	}
-	mb_purge_maybe_after_free();
+	if (may_queue)
+		mb_purge_maybe_after_free();
 	errno = saved;
 }
 
