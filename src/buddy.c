@@ -381,8 +381,9 @@ static void free_range(struct mb_buddy *b, size_t idx, size_t end)
 	}
 }
 
-/* Give back [idx, end) of a block just taken off a list: no piece can merge,
- * since every piece's buddy overlaps the part being kept. */
+/* Give back [idx, end), the end of a block just taken off a list (or of the
+ * last block of a row: take_resident_range): no piece can merge, since
+ * every piece's buddy overlaps the part being kept. */
 static void trim_range(struct mb_buddy *b, size_t idx, size_t end, int owner)
 {
 	while (idx < end) {
@@ -663,6 +664,63 @@ static unsigned order_for(size_t npages)
 	return npages <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(npages - 1);
 }
 
+/* How many list entries per order take_resident_range() looks at. */
+#define RANGE_SCAN 16
+
+/* npages free pages in a row, npages not a power of two, starting with a
+ * resident block of type t's lists: a block of one or two orders below
+ * the request's, then the free blocks that follow it in its pageblock.
+ * A buddy would take an aligned block of the next power of two, often
+ * clean while the memory a similar request just freed lies in pieces
+ * that no aligned block covers (a 272 KiB buffer freed as 256 + 16 KiB,
+ * its neighbour since taken). *end: the end of the last block taken off
+ * the lists, past the request; -1 if there is no such row. */
+static long take_resident_range(struct mb_buddy *b, size_t npages, int t, size_t *end)
+{
+	unsigned order = order_for(npages);
+	for (unsigned o = order - 1; o + 3 > order; o--) {
+		struct mb_free_area *a = &b->free_area[t][o];
+		uint32_t idx = a->head;
+		for (int k = 0; k < RANGE_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
+			if (!(b->pages[idx].flags & MB_PGF_DIRTY))
+				continue;
+			size_t pb_end = (((size_t)idx >> b->pb_order) + 1) << b->pb_order;
+			size_t j = (size_t)idx + ((size_t)1 << o);
+			while (j - idx < npages && j < pb_end && b->pages[j].state == MB_PG_FREE)
+				j += (size_t)1 << b->pages[j].order;
+			if (j - idx < npages)
+				continue;
+			/* Every block of the row is on t's lists: they share
+			 * the first one's pageblock. */
+			for (size_t x = idx; x < j;) {
+				unsigned xo = b->pages[x].order;
+				list_del(b, &b->free_area[t][xo], (uint32_t)x);
+				b->pages[x].state = MB_PG_NONE;
+				x += (size_t)1 << xo;
+			}
+			*end = j;
+			return idx;
+		}
+		if (o == 0)
+			break;
+	}
+	return -1;
+}
+
+/* An allocation of npages (not a power of two) in resident memory:
+ * type's own lists, then, for the reclaimable types, the others' in the
+ * fallback order, as rmqueue() borrows. */
+static long rmqueue_resident_range(struct mb_buddy *b, size_t npages, int type, size_t *end)
+{
+	long idx = take_resident_range(b, npages, type, end);
+	if (idx >= 0 || type == MB_KERNNORCLM)
+		return idx;
+	for (int i = 1; i < MB_NTYPES && idx < 0; i++)
+		if ((idx = take_resident_range(b, npages, mb_fallback_order[type][i], end)) >= 0)
+			b->count.fallbacks[type]++;
+	return idx;
+}
+
 /* How many list entries per order a home user looks at, for a block in
  * its home or, failing that, outside the other homes. */
 #define HOME_SCAN 16
@@ -733,8 +791,11 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 		idx = alloc_run(b, npages, type, zeroed);
 	} else {
 		unsigned order = order_for(npages);
+		size_t end = 0; /* where the free memory taken ends */
 		if (who < 0) {
-			idx = rmqueue(b, order, type);
+			idx = npages & (npages - 1) ? rmqueue_resident_range(b, npages, type, &end) : -1;
+			if (idx < 0)
+				idx = rmqueue(b, order, type);
 		} else {
 			idx = b->home[who] >= 0 ? take_in_home(b, who, order, type) : -1;
 			if (idx < 0)
@@ -753,7 +814,9 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 			}
 			size_t owner = (size_t)mb_buddy_pb_type(b, pb);
 			*zeroed = claim_pages(b, (size_t)idx, npages);
-			trim_range(b, (size_t)idx + npages, (size_t)idx + ((size_t)1 << order), (int)owner);
+			if (!end)
+				end = (size_t)idx + ((size_t)1 << order);
+			trim_range(b, (size_t)idx + npages, end, (int)owner);
 		}
 	}
 	if (idx < 0) {

@@ -748,3 +748,82 @@ TEST(purge_coalesces_pageblocks)
 	ASSERT_BUDDY(&B);
 	test_buddy_free_region(&B);
 }
+
+/* A request of a size that is not a power of two takes free pages in a
+ * row where the heap has them resident (a block and the free blocks after
+ * it), rather than an aligned block of the next power of two from clean
+ * memory; the row stays inside its pageblock, and the heap drains back to
+ * the pool. */
+TEST(resident_row_before_clean_block)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN); /* pageblocks of 32 pages */
+	long x = alloc_ok(&B, 4, MB_USERRCLM);
+	long y = alloc_ok(&B, 4, MB_USERRCLM);
+	long z = alloc_ok(&B, 8, MB_USERRCLM);
+	long c = alloc_ok(&B, 16, MB_USERRCLM);
+	size_t pb = (size_t)x >> B.pb_order;
+	ASSERT_EQ((size_t)y, (size_t)x + 4);
+	ASSERT_EQ((size_t)z, (size_t)x + 8);
+	ASSERT_EQ(B.nr_global, 1);
+	/* Pages 4-15 free, resident, as an order-2 and an order-3 block: no
+	 * aligned block of 16 pages holds 12 of them. */
+	free_ok(&B, y);
+	free_ok(&B, z);
+	ASSERT_EQ(B.free_area[MB_USERRCLM][2].nr_free, 1);
+	ASSERT_EQ(B.free_area[MB_USERRCLM][3].nr_free, 1);
+	int zeroed = 9;
+	long r = mb_buddy_alloc(&B, 12, MB_USERRCLM, &zeroed);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(r, y);
+	ASSERT_EQ(zeroed, 0);
+	ASSERT_EQ(B.nr_global, 1);
+	ASSERT_EQ(B.pages[r].npages, 12);
+	/* 13 pages: no row of them is free, so a clean block of 16 from the
+	 * pool, trimmed; the rest of it stays free. */
+	long s = mb_buddy_alloc(&B, 13, MB_USERRCLM, &zeroed);
+	ASSERT_BUDDY(&B);
+	ASSERT_GE(s, 0);
+	ASSERT_NE((size_t)s >> B.pb_order, pb);
+	ASSERT_EQ(zeroed, 1);
+	free_ok(&B, r);
+	free_ok(&B, s);
+	free_ok(&B, x);
+	free_ok(&B, c);
+	ASSERT_EQ(B.nr_global, B.nblocks);
+	ASSERT(all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
+
+/* A row never runs into the next pageblock, even one of the same type
+ * that starts with free pages: its pages have another pageblock's
+ * bookkeeping. */
+TEST(resident_row_stays_in_its_pageblock)
+{
+	test_buddy_new(&B, 3, MB_MAX_ORDER_MIN);
+	size_t pbp = B.pb_pages;
+	long a = alloc_ok(&B, pbp - 4, MB_KERNRCLM); /* pageblock 0, trimmed */
+	long b = alloc_ok(&B, 4, MB_KERNRCLM);        /* its last 4 pages */
+	long c = alloc_ok(&B, 4, MB_KERNRCLM);        /* pageblock 1 */
+	long e = alloc_ok(&B, 4, MB_KERNRCLM);
+	long d = alloc_ok(&B, 8, MB_KERNRCLM);
+	long f = alloc_ok(&B, 16, MB_KERNRCLM);
+	ASSERT_EQ((size_t)b, pbp - 4);
+	ASSERT_EQ((size_t)c, pbp);
+	ASSERT_EQ((size_t)f, pbp + 16);
+	free_ok(&B, b);
+	free_ok(&B, c);
+	/* 4 free pages end pageblock 0 and 4 start pageblock 1: a request
+	 * of 6 is not served across the edge, but from the pool. */
+	long r = mb_buddy_alloc(&B, 6, MB_KERNRCLM, NULL);
+	ASSERT_BUDDY(&B);
+	ASSERT_GE(r, 0);
+	ASSERT_EQ((size_t)r >> B.pb_order, 2);
+	free_ok(&B, r);
+	free_ok(&B, a);
+	free_ok(&B, e);
+	free_ok(&B, d);
+	free_ok(&B, f);
+	ASSERT_EQ(B.nr_global, B.nblocks);
+	ASSERT(all_lists_empty(&B));
+	test_buddy_free_region(&B);
+}
