@@ -675,14 +675,14 @@ static unsigned order_for(size_t npages)
  * that no aligned block covers (a 272 KiB buffer freed as 256 + 16 KiB,
  * its neighbour since taken). *end: the end of the last block taken off
  * the lists, past the request; -1 if there is no such row. */
-static long take_resident_range(struct mb_buddy *b, size_t npages, int t, size_t *end)
+static long take_resident_range(struct mb_buddy *b, size_t npages, size_t align, int t, size_t *end)
 {
 	unsigned order = order_for(npages);
 	for (unsigned o = order - 1; o + 3 > order; o--) {
 		struct mb_free_area *a = &b->free_area[t][o];
 		uint32_t idx = a->head;
 		for (int k = 0; k < RANGE_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
-			if (!(b->pages[idx].flags & MB_PGF_DIRTY))
+			if (!(b->pages[idx].flags & MB_PGF_DIRTY) || (idx & (align - 1)))
 				continue;
 			size_t pb_end = (((size_t)idx >> b->pb_order) + 1) << b->pb_order;
 			size_t j = (size_t)idx + ((size_t)1 << o);
@@ -707,16 +707,16 @@ static long take_resident_range(struct mb_buddy *b, size_t npages, int t, size_t
 	return -1;
 }
 
-/* An allocation of npages (not a power of two) in resident memory:
- * type's own lists, then, for the reclaimable types, the others' in the
- * fallback order, as rmqueue() borrows. */
-static long rmqueue_resident_range(struct mb_buddy *b, size_t npages, int type, size_t *end)
+/* An allocation of npages (not a power of two) in resident memory,
+ * aligned to align pages: type's own lists, then, for the reclaimable
+ * types, the others' in the fallback order, as rmqueue() borrows. */
+static long rmqueue_resident_range(struct mb_buddy *b, size_t npages, size_t align, int type, size_t *end)
 {
-	long idx = take_resident_range(b, npages, type, end);
+	long idx = take_resident_range(b, npages, align, type, end);
 	if (idx >= 0 || type == MB_KERNNORCLM)
 		return idx;
 	for (int i = 1; i < MB_NTYPES && idx < 0; i++)
-		if ((idx = take_resident_range(b, npages, mb_fallback_order[type][i], end)) >= 0)
+		if ((idx = take_resident_range(b, npages, align, mb_fallback_order[type][i], end)) >= 0)
 			b->count.fallbacks[type]++;
 	return idx;
 }
@@ -771,18 +771,16 @@ static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
 	return idx >= 0 ? idx : rmqueue(b, order, type);
 }
 
-long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
-{
-	return mb_buddy_alloc_home(b, npages, type, -1, zeroed);
-}
-
-long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed)
+/* align: a power of two of pages, at most a pageblock's (runs of more
+ * than a pageblock are aligned to one); who: a home user, or -1. */
+static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int who, int *zeroed)
 {
 	int zero_dummy;
 	if (!zeroed)
 		zeroed = &zero_dummy;
 	*zeroed = 0;
-	if (npages == 0 || (unsigned)type >= MB_NTYPES || npages > b->npages)
+	if (npages == 0 || (unsigned)type >= MB_NTYPES || npages > b->npages || align == 0 ||
+	    (align & (align - 1)) || align > b->pb_pages)
 		return -1;
 	b->count.allocs[type]++;
 
@@ -790,10 +788,10 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 	if (npages > b->pb_pages) {
 		idx = alloc_run(b, npages, type, zeroed);
 	} else {
-		unsigned order = order_for(npages);
+		unsigned order = order_for(npages > align ? npages : align);
 		size_t end = 0; /* where the free memory taken ends */
 		if (who < 0) {
-			idx = npages & (npages - 1) ? rmqueue_resident_range(b, npages, type, &end) : -1;
+			idx = npages & (npages - 1) ? rmqueue_resident_range(b, npages, align, type, &end) : -1;
 			if (idx < 0)
 				idx = rmqueue(b, order, type);
 		} else {
@@ -827,6 +825,21 @@ long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, i
 	account_pages(b, (size_t)idx, npages, +1);
 	b->pages_allocated += npages;
 	return idx;
+}
+
+long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
+{
+	return alloc_pages(b, npages, 1, type, -1, zeroed);
+}
+
+long mb_buddy_alloc_aligned(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int *zeroed)
+{
+	return alloc_pages(b, npages, align, type, -1, zeroed);
+}
+
+long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed)
+{
+	return alloc_pages(b, npages, 1, type, who, zeroed);
 }
 
 /* Free the allocated pages [idx, end) of the allocation whose head is

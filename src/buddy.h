@@ -198,11 +198,16 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 void mb_buddy_destroy(struct mb_buddy *b);
 
 /* Allocate exactly npages pages of the given type. A request of 2^k pages is
- * one order-k block; other sizes take the next order and give the tail back.
- * More than a pageblock takes a run of whole global pageblocks. Returns the
- * first page index, or -1. *zeroed (may be NULL) is set when every page is
- * known to read as zero. */
+ * one order-k block. Other sizes take a row of free blocks where one starts
+ * with resident pages, else the next order and give the tail back: the
+ * first page is aligned to the largest power of two that divides npages at
+ * least, no more. More than a pageblock takes a run of whole global
+ * pageblocks. Returns the first page index, or -1. *zeroed (may be NULL) is
+ * set when every page is known to read as zero. */
 long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed);
+/* The same, the first page aligned to align pages (a power of two, at most
+ * a pageblock's pages). */
+long mb_buddy_alloc_aligned(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int *zeroed);
 /* The same for home user `who` (< MB_BUDDY_HOMES), who fills one pageblock
  * of its own at a time: first its current home, then a free block outside
  * every other user's home, then a whole pageblock from the global pool, and

@@ -40,12 +40,10 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 
 	mb_heap_lock();
 	if (apages <= 1 || (npages > b->pb_pages && apages <= b->pb_pages)) {
-		/* Buddy blocks are aligned to their order, runs to a pageblock. */
+		/* No alignment beyond a page, or runs (aligned to a pageblock). */
 		idx = mb_buddy_alloc(b, npages, type, &zeroed);
 	} else if (npages <= b->pb_pages && apages <= b->pb_pages) {
-		idx = mb_buddy_alloc(b, npages > apages ? npages : apages, type, &zeroed);
-		if (idx >= 0)
-			mb_buddy_resize(b, (size_t)idx, npages);
+		idx = mb_buddy_alloc_aligned(b, npages, apages, type, &zeroed);
 	} else {
 		/* Alignment above a pageblock: over-allocate, then cut the
 		 * misaligned head off. */

@@ -772,19 +772,32 @@ TEST(resident_row_before_clean_block)
 	ASSERT_EQ(B.free_area[MB_USERRCLM][2].nr_free, 1);
 	ASSERT_EQ(B.free_area[MB_USERRCLM][3].nr_free, 1);
 	int zeroed = 9;
-	long r = mb_buddy_alloc(&B, 12, MB_USERRCLM, &zeroed);
+	/* Aligned to 8 pages, the row (at page 4) does not do: a clean block
+	 * of 16 from the pool. */
+	long q = mb_buddy_alloc_aligned(&B, 12, 8, MB_USERRCLM, &zeroed);
+	ASSERT_BUDDY(&B);
+	ASSERT_GE(q, 0);
+	ASSERT_EQ(q & 7, 0);
+	ASSERT_NE((size_t)q >> B.pb_order, pb);
+	ASSERT_EQ(zeroed, 1);
+	ASSERT_EQ(B.nr_global, 0);
+	free_ok(&B, q);
+	ASSERT_EQ(B.nr_global, 1);
+	long r = mb_buddy_alloc_aligned(&B, 12, 4, MB_USERRCLM, &zeroed);
 	ASSERT_BUDDY(&B);
 	ASSERT_EQ(r, y);
 	ASSERT_EQ(zeroed, 0);
 	ASSERT_EQ(B.nr_global, 1);
 	ASSERT_EQ(B.pages[r].npages, 12);
-	/* 13 pages: no row of them is free, so a clean block of 16 from the
-	 * pool, trimmed; the rest of it stays free. */
+	/* 13 pages: no row of them is free, so a block of 16 from the pool
+	 * (the pageblock q had, resident), trimmed; the rest of it stays
+	 * free. */
 	long s = mb_buddy_alloc(&B, 13, MB_USERRCLM, &zeroed);
 	ASSERT_BUDDY(&B);
 	ASSERT_GE(s, 0);
-	ASSERT_NE((size_t)s >> B.pb_order, pb);
-	ASSERT_EQ(zeroed, 1);
+	ASSERT_EQ((size_t)s >> B.pb_order, (size_t)q >> B.pb_order);
+	ASSERT_EQ(zeroed, 0);
+	ASSERT_EQ(B.nr_global, 0);
 	free_ok(&B, r);
 	free_ok(&B, s);
 	free_ok(&B, x);
