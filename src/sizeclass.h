@@ -1,16 +1,15 @@
 /* Size classes of small objects: 16-byte steps to 128 (the alignment
  * malloc owes: an object wastes less than 16 bytes, which is up to 47% of
- * a 32-byte class), then four classes per doubling up to 1 KiB and eight
- * up to 16 KiB, so that above 128 bytes no object wastes 20% of its class
- * and above 1 KiB none wastes 12%. Larger requests are whole pages from
- * the buddy. */
+ * a 32-byte class), then eight classes per doubling up to 16 KiB, so that
+ * above 128 bytes no object wastes 12% of its class. Larger requests are
+ * whole pages from the buddy. */
 #ifndef MB_SIZECLASS_H
 #define MB_SIZECLASS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define MB_NCLASSES 52
+#define MB_NCLASSES 64
 #define MB_SMALL_MAX 16384
 #define MB_ALIGNMENT 16 /* malloc's guarantee on x86-64 glibc */
 #define MB_SLAB_MAX_PAGES 16

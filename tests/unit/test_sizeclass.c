@@ -70,11 +70,32 @@ TEST(slab_geometry)
 		ASSERT_EQ(ci->nobj, bytes / ci->size);
 		ASSERT_LE((size_t)ci->nobj * ci->size, bytes);
 		ASSERT_LE(ci->nobj, UINT16_MAX); /* struct mb_slab counts objects in 16 bits */
-		/* Enough objects for a burst; whole buddy blocks. */
-		ASSERT_GE(ci->nobj, ci->size <= 256 ? 16u : ci->size <= 2048 ? 8u : 4u);
-		ASSERT_EQ(ci->slab_pages & (ci->slab_pages - 1), 0);
+		/* Enough objects for a burst. */
+		unsigned want = ci->size <= 256 ? 16u : ci->size <= 2048 ? 8u : 4u;
+		ASSERT_GE(ci->nobj, want);
 		ASSERT_LE(ci->slab_pages, MB_SLAB_MAX_PAGES);
+		/* The tail past the last object: at most 1/32 of the slab,
+		 * unless no slab of a page count that holds enough objects
+		 * does better, and no more pages than that takes. */
+		size_t tail = bytes - (size_t)ci->nobj * ci->size;
+		for (size_t pages = 1; pages <= MB_SLAB_MAX_PAGES; pages++) {
+			size_t b2 = pages * MB_PAGE_SIZE, n2 = b2 / ci->size, t2 = b2 - n2 * ci->size;
+			if (n2 < want)
+				continue;
+			if (tail * 32 > bytes && t2 * bytes < tail * b2)
+				FAIL("class %u (%u bytes): %u pages waste %zu bytes, %zu pages only %zu", c, ci->size,
+				     ci->slab_pages, tail, pages, t2);
+			if (t2 * 32 <= b2 && pages < ci->slab_pages)
+				FAIL("class %u (%u bytes): %zu pages hold enough with a tail of %zu, not %u", c,
+				     ci->size, pages, t2, ci->slab_pages);
+		}
 	}
+	/* Example: 320-byte objects, 12 to a page with 256 bytes spare,
+	 * take two pages (25 objects, 192 bytes spare). */
+	const struct mb_class_info *c320 = &mb_classes[mb_size_class(320)];
+	ASSERT_EQ(c320->size, 320);
+	ASSERT_EQ(c320->slab_pages, 2);
+	ASSERT_EQ(c320->nobj, 25);
 }
 
 /* (offset * magic) >> 32 is offset / size at every byte of a slab, which

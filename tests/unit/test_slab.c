@@ -47,6 +47,20 @@ static void thread_cache(int on)
 		mb_classes[c].cache_cap = on ? cache_cap[c] : 0;
 }
 
+/* The first size class whose slabs have at least min_pages pages and
+ * min_obj to max_obj objects, some of them across page edges. */
+static unsigned class_with(unsigned min_pages, unsigned min_obj, unsigned max_obj)
+{
+	for (unsigned c = 0; c < MB_NCLASSES; c++) {
+		const struct mb_class_info *ci = &mb_classes[c];
+		if (ci->slab_pages >= min_pages && ci->nobj >= min_obj && ci->nobj <= max_obj &&
+		    MB_PAGE_SIZE % ci->size != 0)
+			return c;
+	}
+	FAIL("no size class of %u pages or more and %u to %u objects", min_pages, min_obj, max_obj);
+	return 0;
+}
+
 /* The heap, once; the buddy's allocated pages noted as the baseline; the
  * thread cache off. */
 static void heap(void)
@@ -611,7 +625,7 @@ static int counting_release(void *addr, size_t len)
 TEST(purge_releases_free_pages_of_sparse_slabs)
 {
 	heap();
-	const unsigned c = 20; /* 4 pages, objects across page edges */
+	const unsigned c = class_with(4, 8, 16); /* objects across page edges */
 	const struct mb_class_info *ci = &mb_classes[c];
 	unsigned nobj = ci->nobj;
 	ASSERT_GT(ci->slab_pages, 2);
@@ -692,7 +706,7 @@ TEST(purge_releases_free_pages_of_sparse_slabs)
 TEST(purge_only_sparse_and_keeps_to_its_budget)
 {
 	heap();
-	const unsigned c = 38; /* 16 pages, 11 objects */
+	const unsigned c = class_with(8, 5, 11); /* 3 objects in use: not sparse, 1: sparse */
 	const struct mb_class_info *ci = &mb_classes[c];
 	unsigned nobj = ci->nobj;
 	struct mb_theap *h = mb_theap_create();
@@ -798,7 +812,7 @@ TEST(thread_cache_pages_kept_from_the_purge_until_given_back)
 {
 	heap();
 	thread_cache(1);
-	const unsigned c = 20; /* 4 pages, objects across page edges */
+	const unsigned c = class_with(4, 8, 16); /* objects across page edges */
 	struct mb_class_info *ci = &mb_classes[c];
 	ci->cache_cap = 3; /* so that a slab of cached objects only is sparse */
 	const unsigned nobj = ci->nobj, cap = ci->cache_cap;
