@@ -586,6 +586,71 @@ static long take_from_type(struct mb_buddy *b, unsigned order, int t, int type)
 	return -1;
 }
 
+static unsigned order_for(size_t npages)
+{
+	return npages <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(npages - 1);
+}
+
+/* How many list entries per order take_resident_range() looks at. */
+#define RANGE_SCAN 16
+
+/* npages free pages in a row, npages not a power of two, starting with a
+ * resident block of type t's lists: a block of one or two orders below
+ * the request's, then the free blocks that follow it in its pageblock.
+ * A buddy would take an aligned block of the next power of two, often
+ * clean while the memory a similar request just freed lies in pieces
+ * that no aligned block covers (a 272 KiB buffer freed as 256 + 16 KiB,
+ * its neighbour since taken). *end: the end of the last block taken off
+ * the lists, past the request; -1 if there is no such row. */
+static long take_resident_range(struct mb_buddy *b, size_t npages, size_t align, int t, size_t *end)
+{
+	unsigned order = order_for(npages);
+	for (unsigned o = order - 1; o + 3 > order; o--) {
+		struct mb_free_area *a = &b->free_area[t][o];
+		uint32_t idx = a->head;
+		for (int k = 0; k < RANGE_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
+			if (!(b->pages[idx].flags & MB_PGF_DIRTY) || (idx & (align - 1)))
+				continue;
+			size_t pb_end = (((size_t)idx >> b->pb_order) + 1) << b->pb_order;
+			size_t j = (size_t)idx + ((size_t)1 << o);
+			while (j - idx < npages && j < pb_end && b->pages[j].state == MB_PG_FREE)
+				j += (size_t)1 << b->pages[j].order;
+			if (j - idx < npages)
+				continue;
+			/* Every block of the row is on t's lists: they share
+			 * the first one's pageblock. */
+			for (size_t x = idx; x < j;) {
+				unsigned xo = b->pages[x].order;
+				list_del(b, &b->free_area[t][xo], (uint32_t)x);
+				b->pages[x].state = MB_PG_NONE;
+				x += (size_t)1 << xo;
+			}
+			*end = j;
+			return idx;
+		}
+		if (o == 0)
+			break;
+	}
+	return -1;
+}
+
+/* From type t's lists, for a request of type `type`: a row of free blocks
+ * that starts resident (take_resident_range) when npages is not a power
+ * of two, else a block of the request's order. */
+static long take_from(struct mb_buddy *b, size_t npages, size_t align, unsigned order, int t, int type,
+		      size_t *end)
+{
+	if (npages & (npages - 1)) {
+		long idx = take_resident_range(b, npages, align, t, end);
+		if (idx >= 0) {
+			if (t != type)
+				b->count.fallbacks[type]++;
+			return idx;
+		}
+	}
+	return take_from_type(b, order, t, type);
+}
+
 /* __rmqueue of the patch, with two changes that the generated workloads
  * of `make sweep` chose (doc/design.md, "Placement"):
  * - KernNoRclm, whose objects live long, keeps the patch's order: its own
@@ -598,16 +663,17 @@ static long take_from_type(struct mb_buddy *b, unsigned order, int t, int type)
  *   freed back into its owner's lists. Retyping a mostly free pageblock,
  *   as later kernels do, stranded its free space in the new owner's
  *   lists. */
-static long rmqueue(struct mb_buddy *b, unsigned order, int type)
+static long rmqueue(struct mb_buddy *b, size_t npages, size_t align, int type, size_t *end)
 {
-	long idx = take_from_type(b, order, type, type);
+	unsigned order = order_for(npages > align ? npages : align);
+	long idx = take_from(b, npages, align, order, type, type, end);
 	if (idx >= 0)
 		return idx;
 	int borrow_first = type != MB_KERNNORCLM;
 	if (!borrow_first && (idx = take_global(b, order, type)) >= 0)
 		return idx;
 	for (int i = 1; i < MB_NTYPES; i++)
-		if ((idx = take_from_type(b, order, mb_fallback_order[type][i], type)) >= 0)
+		if ((idx = take_from(b, npages, align, order, mb_fallback_order[type][i], type, end)) >= 0)
 			return idx;
 	return borrow_first ? take_global(b, order, type) : -1;
 }
@@ -659,68 +725,6 @@ static long alloc_run(struct mb_buddy *b, size_t npages, int type, int *zeroed)
 	return (long)idx;
 }
 
-static unsigned order_for(size_t npages)
-{
-	return npages <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(npages - 1);
-}
-
-/* How many list entries per order take_resident_range() looks at. */
-#define RANGE_SCAN 16
-
-/* npages free pages in a row, npages not a power of two, starting with a
- * resident block of type t's lists: a block of one or two orders below
- * the request's, then the free blocks that follow it in its pageblock.
- * A buddy would take an aligned block of the next power of two, often
- * clean while the memory a similar request just freed lies in pieces
- * that no aligned block covers (a 272 KiB buffer freed as 256 + 16 KiB,
- * its neighbour since taken). *end: the end of the last block taken off
- * the lists, past the request; -1 if there is no such row. */
-static long take_resident_range(struct mb_buddy *b, size_t npages, size_t align, int t, size_t *end)
-{
-	unsigned order = order_for(npages);
-	for (unsigned o = order - 1; o + 3 > order; o--) {
-		struct mb_free_area *a = &b->free_area[t][o];
-		uint32_t idx = a->head;
-		for (int k = 0; k < RANGE_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
-			if (!(b->pages[idx].flags & MB_PGF_DIRTY) || (idx & (align - 1)))
-				continue;
-			size_t pb_end = (((size_t)idx >> b->pb_order) + 1) << b->pb_order;
-			size_t j = (size_t)idx + ((size_t)1 << o);
-			while (j - idx < npages && j < pb_end && b->pages[j].state == MB_PG_FREE)
-				j += (size_t)1 << b->pages[j].order;
-			if (j - idx < npages)
-				continue;
-			/* Every block of the row is on t's lists: they share
-			 * the first one's pageblock. */
-			for (size_t x = idx; x < j;) {
-				unsigned xo = b->pages[x].order;
-				list_del(b, &b->free_area[t][xo], (uint32_t)x);
-				b->pages[x].state = MB_PG_NONE;
-				x += (size_t)1 << xo;
-			}
-			*end = j;
-			return idx;
-		}
-		if (o == 0)
-			break;
-	}
-	return -1;
-}
-
-/* An allocation of npages (not a power of two) in resident memory,
- * aligned to align pages: type's own lists, then, for the reclaimable
- * types, the others' in the fallback order, as rmqueue() borrows. */
-static long rmqueue_resident_range(struct mb_buddy *b, size_t npages, size_t align, int type, size_t *end)
-{
-	long idx = take_resident_range(b, npages, align, type, end);
-	if (idx >= 0 || type == MB_KERNNORCLM)
-		return idx;
-	for (int i = 1; i < MB_NTYPES && idx < 0; i++)
-		if ((idx = take_resident_range(b, npages, align, mb_fallback_order[type][i], end)) >= 0)
-			b->count.fallbacks[type]++;
-	return idx;
-}
-
 /* How many list entries per order a home user looks at, for a block in
  * its home or, failing that, outside the other homes. */
 #define HOME_SCAN 16
@@ -768,7 +772,8 @@ static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
 		}
 	}
 	long idx = take_global(b, order, type);
-	return idx >= 0 ? idx : rmqueue(b, order, type);
+	size_t end;
+	return idx >= 0 ? idx : rmqueue(b, (size_t)1 << order, 1, type, &end);
 }
 
 /* align: a power of two of pages, at most a pageblock's (runs of more
@@ -791,9 +796,7 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 		unsigned order = order_for(npages > align ? npages : align);
 		size_t end = 0; /* where the free memory taken ends */
 		if (who < 0) {
-			idx = npages & (npages - 1) ? rmqueue_resident_range(b, npages, align, type, &end) : -1;
-			if (idx < 0)
-				idx = rmqueue(b, order, type);
+			idx = rmqueue(b, npages, align, type, &end);
 		} else {
 			idx = b->home[who] >= 0 ? take_in_home(b, who, order, type) : -1;
 			if (idx < 0)
