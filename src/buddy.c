@@ -5,7 +5,10 @@
 #include "region.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const int mb_fallback_order[MB_NTYPES][MB_NTYPES] = {
 	{ MB_KERNNORCLM, MB_KERNRCLM, MB_USERRCLM },
@@ -416,6 +419,28 @@ static int claim_pages(struct mb_buddy *b, size_t idx, size_t n)
 	note_fresh(b, clean);
 	return clean == n;
 }
+
+/* A build configured with --enable-debug-checks runs the whole checker
+ * (buddy_check.c, O(pages)) after every operation that changes the
+ * buddy, and aborts at the first broken invariant, naming it. */
+#ifdef MB_DEBUG_CHECKS
+static void debug_check(const struct mb_buddy *b, const char *op)
+{
+	char err[256], line[400];
+	if (mb_buddy_check(b, err, sizeof err) == 0)
+		return;
+	int n = snprintf(line, sizeof line, "libmbuddy: buddy invariant broken after %s: %s\n", op, err);
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0)
+		n = 0;
+	abort();
+}
+#else
+static inline void debug_check(const struct mb_buddy *b, const char *op)
+{
+	(void)b;
+	(void)op;
+}
+#endif
 
 /* ---- huge pages (buddy.h) ---- */
 
@@ -832,17 +857,23 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 
 long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
 {
-	return alloc_pages(b, npages, 1, type, -1, zeroed);
+	long idx = alloc_pages(b, npages, 1, type, -1, zeroed);
+	debug_check(b, "mb_buddy_alloc");
+	return idx;
 }
 
 long mb_buddy_alloc_aligned(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int *zeroed)
 {
-	return alloc_pages(b, npages, align, type, -1, zeroed);
+	long idx = alloc_pages(b, npages, align, type, -1, zeroed);
+	debug_check(b, "mb_buddy_alloc_aligned");
+	return idx;
 }
 
 long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed)
 {
-	return alloc_pages(b, npages, 1, type, who, zeroed);
+	long idx = alloc_pages(b, npages, 1, type, who, zeroed);
+	debug_check(b, "mb_buddy_alloc_home");
+	return idx;
 }
 
 /* Free the allocated pages [idx, end) of the allocation whose head is
@@ -874,6 +905,7 @@ size_t mb_buddy_free(struct mb_buddy *b, size_t idx)
 	account_pages(b, idx, n, -1);
 	b->pages_allocated -= n;
 	release_range(b, idx, idx + n, idx);
+	debug_check(b, "mb_buddy_free");
 	return n;
 }
 
@@ -917,7 +949,7 @@ static int claim_free_range(struct mb_buddy *b, size_t start, size_t end)
 	return 0;
 }
 
-int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages)
+static int resize_pages(struct mb_buddy *b, size_t idx, size_t new_npages)
 {
 	struct mb_page *h = &b->pages[idx];
 	size_t old = h->npages;
@@ -974,6 +1006,13 @@ int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages)
 	h->npages = (uint32_t)new_npages;
 	h->state = MB_PG_ALLOC;
 	return 0;
+}
+
+int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages)
+{
+	int r = resize_pages(b, idx, new_npages);
+	debug_check(b, "mb_buddy_resize");
+	return r;
 }
 
 /* ---- memory return ---- */
@@ -1093,6 +1132,7 @@ size_t mb_buddy_purge_take(struct mb_buddy *b, uint64_t idle_since, size_t budge
 		} else
 			break;
 	}
+	debug_check(b, "mb_buddy_purge_take");
 	return bt->pages;
 }
 
@@ -1153,6 +1193,7 @@ void mb_buddy_purge_done(struct mb_buddy *b, struct mb_purge_batch *bt)
 		else
 			done_freed(b, r);
 	}
+	debug_check(b, "mb_buddy_purge_done");
 }
 
 size_t mb_buddy_purge(struct mb_buddy *b, uint64_t idle_since, size_t budget)
@@ -1179,6 +1220,7 @@ void mb_buddy_split(struct mb_buddy *b, size_t idx, size_t at)
 		records_materialize(b, at >> b->pb_order);
 	set_head(b, at, n - (at - idx), h->type);
 	h->npages = (uint32_t)(at - idx);
+	debug_check(b, "mb_buddy_split");
 }
 
 /* ---- set-up ---- */

@@ -498,6 +498,9 @@ static size_t resident_pages(const void *p, size_t len)
  * not grow with the heap or with the run. */
 TEST(setup_and_runs_touch_no_records)
 {
+#ifdef MB_DEBUG_CHECKS
+	SKIP("the checker run after every operation reads the metadata this test wants untouched");
+#endif
 	struct mb_buddy b;
 	size_t pb_bytes = (size_t)1 << (MB_MAX_ORDER_MIN - 1 + MB_PAGE_SHIFT);
 	size_t size = (size_t)256 << 30; /* two million pageblocks */
@@ -839,4 +842,31 @@ TEST(resident_row_stays_in_its_pageblock)
 	ASSERT_EQ(B.nr_global, B.nblocks);
 	ASSERT(all_lists_empty(&B));
 	test_buddy_free_region(&B);
+}
+
+/* --enable-debug-checks: an operation on a buddy whose invariants are
+ * broken aborts, naming the operation and the invariant. */
+static void alloc_after_corruption(void *arg)
+{
+	(void)arg;
+	long a = mb_buddy_alloc(&B, 1, MB_USERRCLM, NULL);
+	/* A free list's count that no longer matches its blocks. */
+	B.free_area[MB_USERRCLM][0].nr_free += 5;
+	mb_buddy_alloc(&B, 1, MB_USERRCLM, NULL);
+	(void)a;
+}
+
+TEST(debug_checks_abort_on_a_broken_invariant)
+{
+#ifndef MB_DEBUG_CHECKS
+	SKIP("a build without --enable-debug-checks");
+#else
+	test_buddy_new(&B, 2, MB_MAX_ORDER_MIN);
+	struct test_child c;
+	test_child_run(&c, alloc_after_corruption, NULL);
+	if (c.status != 128 + SIGABRT || !strstr(c.out, "libmbuddy: buddy invariant broken after mb_buddy_alloc"))
+		FAIL("status %d, want %d (SIGABRT) and the checker's message in:\n%s", c.status, 128 + SIGABRT,
+		     c.out);
+	test_buddy_free_region(&B);
+#endif
 }
