@@ -3,12 +3,10 @@
 #include "config.h"
 #include "buddy.h"
 #include "region.h"
+#include "report.h"
 
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 const int mb_fallback_order[MB_NTYPES][MB_NTYPES] = {
 	{ MB_KERNNORCLM, MB_KERNRCLM, MB_USERRCLM },
@@ -426,13 +424,9 @@ static int claim_pages(struct mb_buddy *b, size_t idx, size_t n)
 #ifdef MB_DEBUG_CHECKS
 static void debug_check(const struct mb_buddy *b, const char *op)
 {
-	char err[256], line[400];
-	if (mb_buddy_check(b, err, sizeof err) == 0)
-		return;
-	int n = snprintf(line, sizeof line, "libmbuddy: buddy invariant broken after %s: %s\n", op, err);
-	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0)
-		n = 0;
-	abort();
+	char err[256];
+	if (mb_buddy_check(b, err, sizeof err) != 0)
+		mb_fatal_invariant(op, err);
 }
 #else
 static inline void debug_check(const struct mb_buddy *b, const char *op)
