@@ -681,10 +681,12 @@ static long take_from(struct mb_buddy *b, size_t npages, size_t align, unsigned 
  * - A fallback never changes a pageblock's owner: the borrowed block is
  *   freed back into its owner's lists. Retyping a mostly free pageblock,
  *   as later kernels do, stranded its free space in the new owner's
- *   lists. */
-static long rmqueue(struct mb_buddy *b, size_t npages, size_t align, int type, size_t *end)
+ *   lists.
+ * order: the block order that holds npages at the alignment asked, the
+ * caller's (which trims that block to npages); a row (take_from) sets
+ * *end instead. */
+static long rmqueue(struct mb_buddy *b, size_t npages, size_t align, unsigned order, int type, size_t *end)
 {
-	unsigned order = order_for(npages > align ? npages : align);
 	long idx = take_from(b, npages, align, order, type, type, end);
 	if (idx >= 0)
 		return idx;
@@ -792,7 +794,7 @@ static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
 	}
 	long idx = take_global(b, order, type);
 	size_t end;
-	return idx >= 0 ? idx : rmqueue(b, (size_t)1 << order, 1, type, &end);
+	return idx >= 0 ? idx : rmqueue(b, (size_t)1 << order, 1, order, type, &end);
 }
 
 /* align: a power of two of pages, at most a pageblock's (runs of more
@@ -815,7 +817,7 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 		unsigned order = order_for(npages > align ? npages : align);
 		size_t end = 0; /* where the free memory taken ends */
 		if (who < 0) {
-			idx = rmqueue(b, npages, align, type, &end);
+			idx = rmqueue(b, npages, align, order, type, &end);
 		} else {
 			idx = b->home[who] >= 0 ? take_in_home(b, who, order, type) : -1;
 			if (idx < 0)
