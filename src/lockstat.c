@@ -14,6 +14,38 @@ static void init_mutex(pthread_mutex_t *m, int recursive)
 	pthread_mutexattr_destroy(&a);
 }
 
+/* The allocator's locks are held for a microsecond or two (a buddy
+ * operation, a slab changing lists), while sleeping on the futex and being
+ * woken costs tens of microseconds, more in a VM: with two threads taking
+ * the heap lock for page runs, blocking at once made nearly every
+ * contended acquisition a sleep and a wake-up (alloc-test at 2 threads:
+ * 4,800 futex calls in 0.4 s). So a waiter first spins, with backoff,
+ * reading the lock word and trying only when it looks free, as glibc's
+ * adaptive mutexes and jemalloc's do; about 1,000 pauses (a few
+ * microseconds), then it blocks, so that a holder that lost its
+ * processor does not keep the waiter spinning. */
+#define MB_LOCK_SPIN_MAX 512
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* re-read the lock word */
+#endif
+}
+
+void mb_lock_contended(pthread_mutex_t *m)
+{
+	for (unsigned spins = 1; spins <= MB_LOCK_SPIN_MAX; spins <<= 1) {
+		for (unsigned i = 0; i < spins; i++)
+			cpu_relax();
+		if (__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0 && pthread_mutex_trylock(m) == 0)
+			return;
+	}
+	pthread_mutex_lock(m);
+}
+
 #ifndef MB_LOCK_STATS
 
 void mb_lock_init(struct mb_lock *l, const char *name, int recursive)
@@ -119,7 +151,7 @@ void mb_lockstat_acquire(struct mb_lock *l)
 	int contended = pthread_mutex_trylock(&l->mutex) != 0;
 	if (contended) {
 		t0 = ticks();
-		pthread_mutex_lock(&l->mutex);
+		mb_lock_contended(&l->mutex);
 	}
 	acquired(l, contended, t0);
 }

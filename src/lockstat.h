@@ -59,6 +59,9 @@ void mb_lock_init(struct mb_lock *l, const char *name, int recursive);
 /* In a fork child: a new mutex, the counters kept, nothing held. */
 void mb_lock_after_fork_child(struct mb_lock *l, int recursive);
 
+/* Take m, held by another thread a moment ago: spin, then block. */
+void mb_lock_contended(pthread_mutex_t *m);
+
 /* mb_lock_try() returns 0 when it took the lock, as pthread_mutex_trylock.
  * mb_lock_cond_timedwait() waits on c as pthread_cond_timedwait does with
  * the lock's mutex: the lock is not held while waiting, and taken again
@@ -78,7 +81,11 @@ static inline int mb_lock_cond_timedwait(pthread_cond_t *c, struct mb_lock *l,
 	return mb_lockstat_cond_timedwait(c, l, abstime);
 }
 #else
-static inline void mb_lock_acquire(struct mb_lock *l) { pthread_mutex_lock(&l->mutex); }
+static inline void mb_lock_acquire(struct mb_lock *l)
+{
+	if (__builtin_expect(pthread_mutex_trylock(&l->mutex) != 0, 0))
+		mb_lock_contended(&l->mutex);
+}
 static inline int mb_lock_try(struct mb_lock *l) { return pthread_mutex_trylock(&l->mutex); }
 static inline void mb_lock_release(struct mb_lock *l) { pthread_mutex_unlock(&l->mutex); }
 static inline int mb_lock_cond_timedwait(pthread_cond_t *c, struct mb_lock *l,
