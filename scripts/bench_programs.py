@@ -17,6 +17,9 @@ Allocators
   tcmalloc              libtcmalloc_minimal.so.4 (libtcmalloc-minimal4)
   libmbuddy             --lib (default .libs/libmbuddy.so)
   libmbuddy-noclassify  the same with MBUDDY_CLASSIFY=off
+  libmbuddy-nohuge      the same with MBUDDY_HUGEPAGES=never; only when named in
+                        --allocators: what huge pages cost in memory (a column
+                        of its own, libmbuddy / nohuge)
 The "best peer" of a figure is the lowest of glibc, jemalloc, mimalloc and
 tcmalloc.
 
@@ -181,6 +184,7 @@ SEED = 19
 PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
 MBUDDY = "libmbuddy"
 NOCLASSIFY = "libmbuddy-noclassify"
+NOHUGE = "libmbuddy-nohuge"
 ADAPTIVE_FACTOR = 10
 ADAPTIVE_FLOOR = 30
 # Variables that would change an allocator's or a program's behaviour.
@@ -191,12 +195,13 @@ FIXED_DATE = 1700000000  # commit dates of the generated repository
 
 
 class Allocator:
-    def __init__(self, name, preload, env=None):
+    def __init__(self, name, preload, env=None, default=True):
         self.name, self.preload, self.env = name, preload, env or {}
+        self.default = default  # run when --allocators does not name any
 
     @property
     def mbuddy(self):
-        return self.name in (MBUDDY, NOCLASSIFY)
+        return self.name in (MBUDDY, NOCLASSIFY, NOHUGE)
 
 
 def allocators(lib):
@@ -207,6 +212,7 @@ def allocators(lib):
         Allocator("tcmalloc", LIBDIR / "libtcmalloc_minimal.so.4"),
         Allocator(MBUDDY, lib),
         Allocator(NOCLASSIFY, lib, {"MBUDDY_CLASSIFY": "off"}),
+        Allocator(NOHUGE, lib, {"MBUDDY_HUGEPAGES": "never"}, default=False),
     ]
 
 
@@ -1142,14 +1148,16 @@ def summarize(data):
             best = min(peers) if peers else None
             mb = cells.get(f"{p}|{MBUDDY}", {}).get(key)
             off = cells.get(f"{p}|{NOCLASSIFY}", {}).get(key)
+            nohuge = cells.get(f"{p}|{NOHUGE}", {}).get(key)
             row = {"best_peer": best[1] if best else None, "best": best[0] if best else None,
                    "peers_counted": len(peers),
                    "mbuddy_vs_best": mb / best[0] if (mb is not None and best and best[0]) else None,
                    "off_vs_best": off / best[0] if (off is not None and best and best[0]) else None,
-                   "classified_vs_off": mb / off if (mb is not None and off) else None}
+                   "classified_vs_off": mb / off if (mb is not None and off) else None,
+                   "huge_vs_nohuge": mb / nohuge if (mb is not None and nohuge) else None}
             rows[p] = row
         agg = {}
-        for col in ("mbuddy_vs_best", "off_vs_best", "classified_vs_off"):
+        for col in ("mbuddy_vs_best", "off_vs_best", "classified_vs_off", "huge_vs_nohuge"):
             vals = [(rows[p][col], p) for p in progs if rows[p][col] is not None]
             agg[col] = {"geomean": math.exp(sum(math.log(v) for v, _ in vals) / len(vals))
                         if vals else None,
@@ -1213,27 +1221,31 @@ def write_markdown(data, summary, path):
     L.append("Ratios of medians; below 1.00x libmbuddy uses less (or is faster). "
              "Best peer: the lowest of glibc, jemalloc, mimalloc and tcmalloc (named). "
              "Classified / off: libmbuddy over libmbuddy-noclassify "
-             "(MBUDDY_CLASSIFY=off), what classifying call sites costs (>1) or saves (<1).\n")
+             "(MBUDDY_CLASSIFY=off), what classifying call sites costs (>1) or saves (<1)."
+             + (" Huge / never: libmbuddy over libmbuddy-nohuge (MBUDDY_HUGEPAGES=never), "
+                "what huge pages cost (>1) or save (<1)." if NOHUGE in allocs else "") + "\n")
+    cols = ["mbuddy_vs_best", "off_vs_best", "classified_vs_off"]
+    heads = ["libmbuddy / best peer", "noclassify / best peer", "classified / off"]
+    if NOHUGE in allocs:
+        cols.append("huge_vs_nohuge")
+        heads.append("huge / never")
     for key, title, unit in METRICS:
         rt = summary["ratios"][key]
         L.append(f"### {title}: ratios\n")
-        L.append("| program | best peer | libmbuddy / best peer | noclassify / best peer "
-                 "| classified / off |")
-        L.append("|---|---|---:|---:|---:|")
+        L.append("| program | best peer | " + " | ".join(heads) + " |")
+        L.append("|---|---|" + "---:|" * len(cols))
         for p in progs:
             r = rt["rows"][p["name"]]
             best = (f"{r['best_peer']} {fmt(r['best'], unit)}" if r["best_peer"] else "n/a")
             if r["best_peer"] and r["peers_counted"] < len([a for a in PEERS if a in allocs]):
                 best += f" (of {r['peers_counted']} peers)"
-            L.append(f"| {p['name']} | {best} | {fmt_ratio(r['mbuddy_vs_best'])} | "
-                     f"{fmt_ratio(r['off_vs_best'])} | {fmt_ratio(r['classified_vs_off'])} |")
+            L.append(f"| {p['name']} | {best} | " + " | ".join(fmt_ratio(r.get(c)) for c in cols) + " |")
         agg = rt["aggregate"]
         L.append("| **geomean** | | " + " | ".join(
-            fmt_ratio(agg[c]["geomean"]) for c in ("mbuddy_vs_best", "off_vs_best",
-                                                   "classified_vs_off")) + " |")
+            fmt_ratio(agg[c]["geomean"]) if c in agg else "n/a" for c in cols) + " |")
         L.append("| **worst** | | " + " | ".join(
-            (f"{agg[c]['worst'][0]:.2f}x ({agg[c]['worst'][1]})" if agg[c]["worst"] else "n/a")
-            for c in ("mbuddy_vs_best", "off_vs_best", "classified_vs_off")) + " |")
+            (f"{agg[c]['worst'][0]:.2f}x ({agg[c]['worst'][1]})" if c in agg and agg[c]["worst"] else "n/a")
+            for c in cols) + " |")
         L.append("")
     L.append("## Checks\n")
     L.append("Output: SHA-256 of each run's output (the object file for gxx; python's "
@@ -1352,7 +1364,7 @@ def parse_args(argv=None):
 
 def pick(items, spec, what):
     if not spec:
-        return list(items)
+        return [i for i in items if getattr(i, "default", True)]
     names = [s.strip() for s in spec.split(",") if s.strip()]
     known = {i.name: i for i in items}
     unknown = [n for n in names if n not in known]
