@@ -3,6 +3,7 @@
  *
  *   tlb hash NODES LOOKUPS [drop]   chained hash table, one bucket per node
  *   tlb tree NODES LOOKUPS          binary search tree built in random key order
+ *   tlb chase MIB READS             no allocator: what huge pages buy this machine
  *
  * Prints one RESULT line: the build and lookup times (seconds), the
  * process's AnonHugePages and Rss (KiB, from /proc/self/smaps_rollup,
@@ -10,8 +11,16 @@
  * With "drop", the load then drops: the nine tenths of the nodes that
  * were allocated last are freed (whole pages, for any allocator), the
  * program idles 2 s without an allocator call, and the line also gives
- * the Rss and AnonHugePages then (drop_rss_kib, drop_huge_kib). */
+ * the Rss and AnonHugePages then (drop_rss_kib, drop_huge_kib).
+ *
+ * chase maps MIB MiB twice, one after the other, once on 4 KiB pages and
+ * once advised MADV_HUGEPAGE, touches every page and times READS
+ * dependent random one-byte reads in each (chase_4k_s, chase_huge_s; the
+ * second mapping's AnonHugePages in chase_huge_kib): the most any
+ * allocator can gain from huge pages on this machine, whatever it does. */
 #include "common.h"
+
+#include <sys/mman.h>
 
 struct hnode {
 	uint64_t key, value;
@@ -152,11 +161,48 @@ static long rollup_kib(const char *field)
 	return -1;
 }
 
+/* Dependent random reads over MIB MiB: each address depends on the byte
+ * read before, so no two misses overlap. Returns the seconds taken. */
+static double chase_once(size_t mib, uint64_t reads, int huge, long *huge_kib)
+{
+	size_t size = mib << 20, align = (size_t)2 << 20;
+	char *map = mmap(NULL, size + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
+		oom("chase", size);
+	char *p = (char *)(((uintptr_t)map + align - 1) & ~(uintptr_t)(align - 1));
+#ifdef MADV_HUGEPAGE
+	if (huge)
+		madvise(p, size, MADV_HUGEPAGE);
+#endif
+	for (size_t i = 0; i < size; i += 64)
+		p[i] = (char)mix(i);
+	*huge_kib = rollup_kib("AnonHugePages");
+	uint64_t x = 0x9e3779b97f4a7c15ULL, s = 0;
+	double t0 = now_sec();
+	for (uint64_t i = 0; i < reads; i++) {
+		x = mix(x + s);
+		s += (unsigned char)p[x % size];
+	}
+	double t = now_sec() - t0;
+	munmap(map, size + align);
+	if (s == 42) /* keeps the reads */
+		printf("#");
+	return t;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "chase") == 0) {
+		size_t mib = strtoull(argv[2], NULL, 0);
+		uint64_t reads = strtoull(argv[3], NULL, 0);
+		long k4, kh;
+		double t4 = chase_once(mib, reads, 0, &k4), th = chase_once(mib, reads, 1, &kh);
+		printf("RESULT chase_4k_s=%.3f chase_huge_s=%.3f chase_huge_kib=%ld\n", t4, th, kh);
+		return 0;
+	}
 	int drop = argc == 5 && strcmp(argv[4], "drop") == 0 && strcmp(argv[1], "hash") == 0;
 	if ((argc != 4 && !drop) || (strcmp(argv[1], "hash") && strcmp(argv[1], "tree"))) {
-		fprintf(stderr, "usage: %s hash NODES LOOKUPS [drop] | tree NODES LOOKUPS\n", argv[0]);
+		fprintf(stderr, "usage: %s hash NODES LOOKUPS [drop] | tree NODES LOOKUPS | chase MIB READS\n", argv[0]);
 		return 2;
 	}
 	uint64_t nodes = strtoull(argv[2], NULL, 0), lookups = strtoull(argv[3], NULL, 0);
