@@ -1229,6 +1229,11 @@ def write_markdown(data, summary, path):
     if NOHUGE in allocs:
         cols.append("huge_vs_nohuge")
         heads.append("huge / never")
+    # A ratio no run could give (no peer, no noclassify run) is no column.
+    keep = [i for i, c in enumerate(cols)
+            if any(summary["ratios"][k]["rows"][p["name"]].get(c) is not None
+                   for k, _, _ in METRICS for p in progs)]
+    cols, heads = [cols[i] for i in keep] or cols[:1], [heads[i] for i in keep] or heads[:1]
     for key, title, unit in METRICS:
         rt = summary["ratios"][key]
         L.append(f"### {title}: ratios\n")
