@@ -24,6 +24,7 @@ struct sample {
 	uint32_t next;     /* bucket chain, or the free list */
 	uint32_t qprev, qnext; /* its age queue, oldest first */
 	uint8_t age;
+	uint8_t in_default; /* allocated with the default key (site.h) */
 };
 
 static struct sample *samples;
@@ -127,6 +128,8 @@ void mb_samples_age_locked(void)
 		q_unlink(&queues[AGE_YOUNG], i);
 		e->age = AGE_LASTING;
 		q_append(&queues[AGE_LASTING], i);
+		if (e->in_default)
+			mb_site_note_default_locked(0);
 		count(e->site, AGE_LASTING, 1);
 		count(e->deep, AGE_LASTING, 1);
 		n++;
@@ -197,6 +200,8 @@ void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint
 		e->born = mb_alloc_clock_now();
 		e->bytes = (int64_t)(n * weight);
 		e->age = AGE_YOUNG;
+		const struct mb_site *k = d && (mb_site_flags(s) & MB_SITE_WRAPPER) ? d : s;
+		e->in_default = mb_site_key(k) == MB_DEFAULT_TYPE;
 		uint32_t b = bucket_of(e->addr);
 		e->next = buckets[b];
 		buckets[b] = i;
@@ -241,6 +246,10 @@ void mb_sample_freed(const void *p)
 		if (e->addr != (uintptr_t)p)
 			continue;
 		uint64_t life = now - e->born;
+		/* Each sample tells the default key's mix once: dead young,
+		 * or lasting (counted here if the ager had not yet). */
+		if (e->in_default && (life < t_young || e->age == AGE_YOUNG))
+			mb_site_note_default_locked(life < t_young);
 		credit_free(e->site, e, life, t_young);
 		credit_free(e->deep, e, life, t_young);
 		if (e->age != AGE_OLD)

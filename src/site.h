@@ -120,6 +120,12 @@ static inline int mb_site_type(const struct mb_site *s)
 
 /* The evidence of s changed: its key, and its wrapper's flag. */
 void mb_site_decide_locked(struct mb_site *s);
+/* A sample allocated with the default key has died young (young = 1) or
+ * outlived the young threshold (0): the mix of what a site shares slabs
+ * with until it is set apart. */
+void mb_site_note_default_locked(int young);
+/* Forget that mix (the unit tests start each case from none). */
+void mb_site_default_mix_reset_locked(void);
 /* Type fixed by a rule, or taken from a profile: a type other than the
  * default sets the site apart (it was decided on evidence before). */
 void mb_site_set_type_locked(struct mb_site *s, int type);

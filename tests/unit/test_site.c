@@ -54,8 +54,26 @@ static void tables(void)
 		s->ndeep = 0;
 		mb_site_forget_locked(s);
 	}
+	/* The rest of the heap dies young unless a test says otherwise:
+	 * sites are judged on their own evidence. */
+	mb_site_default_mix_reset_locked();
+	for (int i = 0; i < 64; i++)
+		mb_site_note_default_locked(1);
 	mb_site_unlock();
 	nmade = 0;
+}
+
+/* The default key's mix, from none: `young` samples died young and
+ * `lasting` outlived the young threshold. */
+static void rest(unsigned young, unsigned lasting)
+{
+	mb_site_lock();
+	mb_site_default_mix_reset_locked();
+	for (unsigned i = 0; i < young; i++)
+		mb_site_note_default_locked(1);
+	for (unsigned i = 0; i < lasting; i++)
+		mb_site_note_default_locked(0);
+	mb_site_unlock();
 }
 
 static struct mb_site *site_in(enum mb_site_table t)
@@ -149,6 +167,39 @@ TEST(set_apart_needs_the_volume)
 	ASSERT_EQ(mb_lane_type[s->lane], MB_KERNRCLM);
 	/* Apart, it stays apart when its volume falls while it lasts. */
 	evidence(s, 0, 0, 8, 0, 0);
+	ASSERT_APART(s, MB_KERNRCLM);
+}
+
+/* Apart only from a rest of the heap that dies sooner: a quarter of the
+ * default key's samples at least die young, and twice the share of the
+ * site's own; judged on 16 of them at least. */
+TEST(set_apart_only_from_a_rest_that_dies_sooner)
+{
+	tables();
+	struct mb_site *s = site();
+	/* Everything lasts: nothing to be set apart from. */
+	rest(0, 100);
+	evidence(s, 0, 0, 16, 0, 1 << 30);
+	ASSERT(is_default(s));
+	/* Too few of the rest's samples to judge. */
+	rest(15, 0);
+	evidence(s, 0, 0, 16, 0, 1 << 30);
+	ASSERT(is_default(s));
+	/* A rest of which a fifth dies young: not enough. */
+	rest(20, 80);
+	evidence(s, 0, 0, 16, 0, 1 << 30);
+	ASSERT(is_default(s));
+	/* Two in five: a site of which one in four dies young is too
+	 * close to it (1/4 * 2 > 2/5), one in five is not. */
+	rest(40, 60);
+	evidence(s, 4, 0, 12, 0, 1 << 30);
+	ASSERT(is_default(s));
+	evidence(s, 3, 0, 13, 0, 1 << 30);
+	ASSERT_APART(s, MB_KERNRCLM);
+	/* Once apart it stays apart while its own evidence holds, whatever
+	 * the rest does. */
+	rest(0, 100);
+	evidence(s, 3, 0, 13, 0, 1 << 30);
 	ASSERT_APART(s, MB_KERNRCLM);
 }
 
