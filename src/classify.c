@@ -56,6 +56,7 @@ static __thread int32_t countdown_drawn MB_TLS = 4 * MB_SAMPLE_PERIOD;
 /* The sample the next mb_classify_sampled() records. */
 static __thread struct mb_site *pending_site MB_TLS, *pending_deep MB_TLS;
 static __thread uint32_t pending_weight MB_TLS;
+static __thread int pending_key MB_TLS; /* the slab key it was given */
 static __thread void *pending_frames[MB_NFRAMES] MB_TLS;
 static __thread int pending_nframes MB_TLS;
 
@@ -389,6 +390,7 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 	pending_site = s;
 	pending_deep = d;
 	pending_weight = weight;
+	pending_key = key;
 	if (!unwind)
 		pending_nframes = 0;
 	return key | MB_CLASSIFY_SAMPLE;
@@ -426,7 +428,7 @@ void mb_classify_sampled(void *p, size_t n)
 			keep_frames_locked(d, ra);
 		mb_site_unlock();
 	}
-	mb_sample_add(p, n, s, d, pending_weight);
+	mb_sample_add(p, n, s, d, pending_weight, pending_key);
 }
 
 void mb_classify_freed(const void *p)

@@ -174,7 +174,7 @@ static int mark_sampled(void *p)
 	return -1;
 }
 
-void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint64_t weight)
+void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint64_t weight, int key)
 {
 	if (!mb_buddy_contains(&mb_heap.buddy, p))
 		return;
@@ -200,8 +200,7 @@ void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint
 		e->born = mb_alloc_clock_now();
 		e->bytes = (int64_t)(n * weight);
 		e->age = AGE_YOUNG;
-		const struct mb_site *k = d && (mb_site_flags(s) & MB_SITE_WRAPPER) ? d : s;
-		e->in_default = mb_site_key(k) == MB_DEFAULT_TYPE;
+		e->in_default = key == MB_DEFAULT_TYPE;
 		uint32_t b = bucket_of(e->addr);
 		e->next = buckets[b];
 		buckets[b] = i;

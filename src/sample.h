@@ -25,9 +25,10 @@ struct mb_site;
 int mb_samples_init(void);
 
 /* p (n bytes), just allocated by this thread for site s (and deep site d,
- * or NULL), is a sample standing for `weight` allocations. Marks it in
- * its slab or page record, so that its free comes here. */
-void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint64_t weight);
+ * or NULL) with slab key `key`, is a sample standing for `weight`
+ * allocations. Marks it in its slab or page record, so that its free
+ * comes here. */
+void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint64_t weight, int key);
 
 /* A sampled object is being freed (its slab or page record says so). */
 void mb_sample_freed(const void *p);

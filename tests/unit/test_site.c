@@ -461,7 +461,7 @@ TEST(samples_freed_young_or_late)
 	heap();
 	struct mb_site *s = site();
 	void *p = obj(16 << 10);
-	mb_sample_add(p, 16 << 10, s, NULL, 4);
+	mb_sample_add(p, 16 << 10, s, NULL, 4, mb_site_key(s));
 	ASSERT_EQ(record(p)->user16 & MB_LARGE_SAMPLED, MB_LARGE_SAMPLED);
 	ASSERT_EQ(s->samples, 1);
 	ASSERT_EQ(s->sampled_bytes, 16 << 10);
@@ -477,7 +477,7 @@ TEST(samples_freed_young_or_late)
 	ASSERT_EQ(s->freed, 1);
 	/* At the threshold: lasting while it lives, late when freed. */
 	p = obj(16 << 10);
-	mb_sample_add(p, 16 << 10, s, NULL, 1);
+	mb_sample_add(p, 16 << 10, s, NULL, 1, mb_site_key(s));
 	mb_alloc_clock_advance(t_young());
 	age();
 	ASSERT_EQ(s->n_lasting, 1);
@@ -503,7 +503,7 @@ TEST(samples_age_into_a_verdict)
 	void *p[8];
 	for (int i = 0; i < 8; i++) {
 		p[i] = obj(16 << 10);
-		mb_sample_add(p[i], 16 << 10, s, d, 2); /* 8 * 32 KiB: 256 KiB */
+		mb_sample_add(p[i], 16 << 10, s, d, 2, mb_site_key(s)); /* 8 * 32 KiB: 256 KiB */
 	}
 	ASSERT_EQ(s->live_estimate, SET_APART);
 	ASSERT_EQ(d->live_estimate, SET_APART);
@@ -530,7 +530,7 @@ TEST(samples_age_into_a_verdict)
 	/* Nine short-lived ones: more than half short, back. */
 	for (int i = 0; i < 9; i++) {
 		void *q = obj(16 << 10);
-		mb_sample_add(q, 16 << 10, s, NULL, 1);
+		mb_sample_add(q, 16 << 10, s, NULL, 1, mb_site_key(s));
 		drop(q);
 	}
 	ASSERT_EQ(s->n_short, 9);
