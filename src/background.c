@@ -208,7 +208,7 @@ static int kick(uint64_t due, int may_start)
 	return rc == 0;
 }
 
-static void maybe(int may_start)
+static void work(int may_start)
 {
 	mb_purge_offset();
 	uint64_t due = mb_purge_next_due();
@@ -217,6 +217,16 @@ static void maybe(int may_start)
 	/* Without the thread, the step collapses nothing (purge.c) unless
 	 * the program asked for no thread: a collapse alone is not its work. */
 	mb_purge_step(mb_opt.background ? mb_purge_release_due() : due);
+}
+
+/* The caller is an allocator call, whose errno is the program's: a
+ * failed malloc reports ENOMEM, not the EAGAIN of a refused collapse
+ * (fault.test saw it, with MBUDDY_BACKGROUND=0) or of a madvise. */
+static void maybe(int may_start)
+{
+	int saved = errno;
+	work(may_start);
+	errno = saved;
 }
 
 void mb_purge_maybe(void)
