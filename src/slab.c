@@ -29,6 +29,10 @@ struct abandoned {
 static struct abandoned abandoned[MB_NKEYS][MB_NCLASSES] = {
 	[0 ... MB_NKEYS - 1] = { [0 ... MB_NCLASSES - 1] = { .lock = MB_LOCK_INITIALIZER("abandoned") } },
 };
+/* Bit c of abandoned_ever[k]: (k, c) has had an abandoned slab. The purge
+ * looks at those lists only: the table is 64 KiB, mostly never touched. */
+_Static_assert(MB_NCLASSES <= 64, "one word of classes per key");
+static uint64_t abandoned_ever[MB_NKEYS];
 
 /* ---- geometry ---- */
 
@@ -205,6 +209,9 @@ static void ab_push(struct abandoned *a, struct mb_slab *s)
 		a->head->prev = s;
 	a->head = s;
 	__atomic_store_n(&a->n, a->n + 1, __ATOMIC_RELAXED);
+	uint64_t bit = (uint64_t)1 << s->sclass;
+	if (!(__atomic_load_n(&abandoned_ever[s->key], __ATOMIC_RELAXED) & bit))
+		__atomic_fetch_or(&abandoned_ever[s->key], bit, __ATOMIC_RELAXED);
 }
 
 static void ab_unlink(struct abandoned *a, struct mb_slab *s)
@@ -341,8 +348,8 @@ size_t mb_slab_purge_abandoned(size_t budget, unsigned *failed)
 	size_t released = 0;
 	*failed = 0;
 	for (int k = 0; k < MB_NKEYS; k++) {
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct abandoned *a = &abandoned[k][c];
+		for (uint64_t m = __atomic_load_n(&abandoned_ever[k], __ATOMIC_RELAXED); m; m &= m - 1) {
+			struct abandoned *a = &abandoned[k][__builtin_ctzll(m)];
 			if (!__atomic_load_n(&a->n, __ATOMIC_RELAXED))
 				continue;
 			mb_lock_acquire(&a->lock);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 _Static_assert(sizeof(struct mb_theap) <= MB_META_MAX, "a thread heap is one metadata allocation");
+_Static_assert(MB_NCLASSES <= 64, "a heap's used bins are one word per key");
 
 /* Every heap, in use or kept for the next thread, under this lock. */
 static struct mb_theap *all_heaps;
@@ -14,11 +15,43 @@ static struct mb_lock heaps_lock = MB_LOCK_INITIALIZER_RECURSIVE("heaps");
 /* What the heaps of exited threads counted, and frees by threads that had
  * none: added atomically, read under the list's lock. */
 static struct mb_class_counts exited;
+static uint64_t exited_used[MB_NKEYS]; /* the bins of exited that counted */
 
 /* Threads with no heap of their own share this one, under orphan_lock. */
 static struct mb_theap orphan;
 static int orphan_ready;
 static struct mb_lock orphan_lock = MB_LOCK_INITIALIZER_RECURSIVE("orphan");
+
+/* ---- the bins a heap uses ---- */
+
+/* The next bin after i (k * 64 + c) marked in used[], or -1: walks visit
+ * for (int i = -1; (i = next_bin(used, i)) >= 0;). */
+static int next_bin(const uint64_t *used, int i)
+{
+	for (i++; i < MB_NKEYS * 64; i = (i | 63) + 1) {
+		uint64_t m = __atomic_load_n(&used[i >> 6], __ATOMIC_RELAXED) >> (i & 63);
+		if (m)
+			return i + __builtin_ctzll(m);
+	}
+	return -1;
+}
+
+static void mark_bits(uint64_t *used, int k, unsigned c)
+{
+	uint64_t bit = (uint64_t)1 << c;
+	if (!(__atomic_load_n(&used[k], __ATOMIC_RELAXED) & bit))
+		__atomic_fetch_or(&used[k], bit, __ATOMIC_RELAXED);
+}
+
+/* Bin (k, c) of h is in use: its thread cache gets its capacity then, so
+ * that a new heap's caches stay untouched zero pages until used. */
+static void mark_used(struct mb_theap *h, int k, unsigned c)
+{
+	if (__atomic_load_n(&h->used[k], __ATOMIC_RELAXED) & ((uint64_t)1 << c))
+		return;
+	h->tc[k * MB_NCLASSES + c].cap = mb_classes[c].cache_cap;
+	mark_bits(h->used, k, c);
+}
 
 /* ---- lists ---- */
 
@@ -191,6 +224,7 @@ static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c, struct
 
 void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 {
+	mark_used(h, key, c);
 	struct mb_bin *bin = &h->bin[key][c];
 	struct mb_slab *s = bin->cur;
 	/* The current slab's next word, or its remote frees, need no lock. */
@@ -248,6 +282,7 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 		mb_word_store(&w->sampled, w->sampled & ~bit);
 	mb_word_store(&w->free, w->free | bit);
 	s->used--;
+	mark_used(h, s->key, s->sclass);
 	h->bin[s->key][s->sclass].nfree++;
 	if (mb_slab_settle_due(s))
 		mb_theap_freed(h, s);
@@ -278,10 +313,13 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 	if (mb_slab_free_remote(s, i, p) && o)
 		__atomic_store_n(&o->revive[key][c], 1, __ATOMIC_RELAXED);
 	/* s may be gone already: only what was read before is used. */
-	if (h)
+	if (h) {
+		mark_used(h, key, c);
 		h->bin[key][c].nfree++;
-	else
+	} else {
+		mark_bits(exited_used, key, c);
 		__atomic_fetch_add(&exited.nfree[key][c], 1, __ATOMIC_RELAXED);
+	}
 	return 0;
 }
 
@@ -290,25 +328,24 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
 {
 	unsigned put = 0;
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct mb_tcache *tc = &h->tc[k * MB_NCLASSES + c];
-			while (tc->n) {
-				void *p = tc->e[--tc->n].p;
-				struct mb_slab *s = mb_theap_slab_of(p);
-				long i = mb_slab_index(s, p);
-				struct mb_slab_word *w = &s->w[i >> 6];
-				uint64_t bit = (uint64_t)1 << (i & 63);
-				mb_word_store(&w->cached, w->cached & ~bit);
-				mb_word_store(&w->free, w->free | bit);
-				s->used--;
-				put++;
-				/* No other entry names s once it is empty, so
-				 * it may go to the buddy here. */
-				if (settle && mb_slab_settle_due(s))
-					mb_theap_freed(h, s);
-			}
+	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+		struct mb_tcache *tc = &h->tc[b];
+		while (tc->n) {
+			void *p = tc->e[--tc->n].p;
+			struct mb_slab *s = mb_theap_slab_of(p);
+			long i = mb_slab_index(s, p);
+			struct mb_slab_word *w = &s->w[i >> 6];
+			uint64_t bit = (uint64_t)1 << (i & 63);
+			mb_word_store(&w->cached, w->cached & ~bit);
+			mb_word_store(&w->free, w->free | bit);
+			s->used--;
+			put++;
+			/* No other entry names s once it is empty, so it may
+			 * go to the buddy here. */
+			if (settle && mb_slab_settle_due(s))
+				mb_theap_freed(h, s);
 		}
+	}
 	return put;
 }
 
@@ -392,10 +429,9 @@ struct mb_theap *mb_theap_create(void)
 		mb_lock_release(&heaps_lock);
 	}
 	/* The thread cache's capacities, as they are now (a test changes
-	 * them between heaps). */
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++)
-			h->tc[k * MB_NCLASSES + c].cap = mb_classes[c].cache_cap;
+	 * them between heaps); a bin not used yet gets its own when it is. */
+	for (int b = -1; (b = next_bin(h->used, b)) >= 0;)
+		h->tc[b].cap = mb_classes[b & 63].cache_cap;
 	h->flushed_ms = mb_now_ms();
 	return h;
 }
@@ -430,40 +466,43 @@ static int give_back_empty(struct mb_theap *h, int key, unsigned c)
 /* With h's lock held: every slab of h let go of. */
 static void let_go_all(struct mb_theap *h)
 {
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct mb_bin *bin = &h->bin[k][c];
-			if (bin->cur != &mb_slab_none) {
-				struct mb_slab *s = bin->cur;
-				bin->cur = &mb_slab_none;
-				__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
-				let_go(s);
-			}
-			struct mb_slab *s;
-			while ((s = h->partial[k][c].head) != NULL) {
-				q_unlink(&h->partial[k][c], s);
-				let_go(s);
-			}
-			while ((s = h->full[k][c].head) != NULL) {
-				q_unlink(&h->full[k][c], s);
-				let_go(s);
-			}
-			give_back_empty(h, k, c);
-			h->revive[k][c] = 0;
+	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+		int k = b >> 6;
+		unsigned c = (unsigned)b & 63;
+		struct mb_bin *bin = &h->bin[k][c];
+		if (bin->cur != &mb_slab_none) {
+			struct mb_slab *s = bin->cur;
+			bin->cur = &mb_slab_none;
+			__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+			let_go(s);
 		}
+		struct mb_slab *s;
+		while ((s = h->partial[k][c].head) != NULL) {
+			q_unlink(&h->partial[k][c], s);
+			let_go(s);
+		}
+		while ((s = h->full[k][c].head) != NULL) {
+			q_unlink(&h->full[k][c], s);
+			let_go(s);
+		}
+		give_back_empty(h, k, c);
+		h->revive[k][c] = 0;
+	}
 }
 
 /* Into the totals of exited threads, and zeroed for the next thread. */
 static void fold_counters(struct mb_theap *h)
 {
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct mb_bin *bin = &h->bin[k][c];
-			__atomic_fetch_add(&exited.nalloc[k][c], bin->nalloc, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&exited.nfree[k][c], bin->nfree, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&exited.req[k][c], bin->req, __ATOMIC_RELAXED);
-			bin->nalloc = bin->nfree = bin->req = 0;
-		}
+	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+		int k = b >> 6;
+		unsigned c = (unsigned)b & 63;
+		struct mb_bin *bin = &h->bin[k][c];
+		mark_bits(exited_used, k, c);
+		__atomic_fetch_add(&exited.nalloc[k][c], bin->nalloc, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&exited.nfree[k][c], bin->nfree, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&exited.req[k][c], bin->req, __ATOMIC_RELAXED);
+		bin->nalloc = bin->nfree = bin->req = 0;
+	}
 	for (int k = 0; k < MB_NKEYS; k++)
 		mb_counts_add(mb_heap.counts.mallocs[k], h->counts.mallocs[k]);
 	mb_counts_add(mb_heap.counts.frees, h->counts.frees);
@@ -523,22 +562,23 @@ int mb_theap_give_back(struct mb_theap *h)
 	int any = mb_theap_flush_cache(h, 1) != 0;
 	any |= mb_runcache_flush(&h->runs) != 0;
 	mb_lock_acquire(&h->lock);
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			struct mb_bin *bin = &h->bin[k][c];
-			struct mb_slab *s = bin->cur;
-			if (s != &mb_slab_none && remote_pending(s))
-				mb_slab_collect(s);
-			if (s != &mb_slab_none && !s->used) {
-				bin->cur = &mb_slab_none;
-				__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
-				mb_slab_destroy(s);
-				any = 1;
-			}
-			any |= give_back_emptied(&h->partial[k][c]);
-			any |= give_back_emptied(&h->full[k][c]);
-			any |= give_back_empty(h, k, c);
+	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+		int k = b >> 6;
+		unsigned c = (unsigned)b & 63;
+		struct mb_bin *bin = &h->bin[k][c];
+		struct mb_slab *s = bin->cur;
+		if (s != &mb_slab_none && remote_pending(s))
+			mb_slab_collect(s);
+		if (s != &mb_slab_none && !s->used) {
+			bin->cur = &mb_slab_none;
+			__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+			mb_slab_destroy(s);
+			any = 1;
 		}
+		any |= give_back_emptied(&h->partial[k][c]);
+		any |= give_back_emptied(&h->full[k][c]);
+		any |= give_back_empty(h, k, c);
+	}
 	mb_lock_release(&h->lock);
 	return any;
 }
@@ -580,12 +620,13 @@ size_t mb_theap_purge(size_t budget, unsigned *failed)
 		 * without the lock. The others change hands under it. The
 		 * empty slabs the owner kept go back to the buddy whole: a
 		 * sweep period after they emptied at most. */
-		for (int k = 0; k < MB_NKEYS; k++)
-			for (unsigned c = 0; c < MB_NCLASSES; c++) {
-				give_back_empty(h, k, c);
-				released += release_list(&h->partial[k][c], budget - released, failed);
-				released += release_list(&h->full[k][c], budget - released, failed);
-			}
+		for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+			int k = b >> 6;
+			unsigned c = (unsigned)b & 63;
+			give_back_empty(h, k, c);
+			released += release_list(&h->partial[k][c], budget - released, failed);
+			released += release_list(&h->full[k][c], budget - released, failed);
+		}
 		mb_lock_release(&h->lock);
 	}
 	mb_lock_release(&heaps_lock);
@@ -594,25 +635,28 @@ size_t mb_theap_purge(size_t budget, unsigned *failed)
 
 /* ---- counters ---- */
 
-static void add_classes(struct mb_class_counts *out, const struct mb_class_counts *in)
+/* Adds bins (k, c) marked in used of counts in to out. */
+static void add_classes(struct mb_class_counts *out, const struct mb_class_counts *in, const uint64_t *used)
 {
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			out->nalloc[k][c] += __atomic_load_n(&in->nalloc[k][c], __ATOMIC_RELAXED);
-			out->nfree[k][c] += __atomic_load_n(&in->nfree[k][c], __ATOMIC_RELAXED);
-			out->req[k][c] += __atomic_load_n(&in->req[k][c], __ATOMIC_RELAXED);
-		}
+	for (int b = -1; (b = next_bin(used, b)) >= 0;) {
+		int k = b >> 6;
+		unsigned c = (unsigned)b & 63;
+		out->nalloc[k][c] += __atomic_load_n(&in->nalloc[k][c], __ATOMIC_RELAXED);
+		out->nfree[k][c] += __atomic_load_n(&in->nfree[k][c], __ATOMIC_RELAXED);
+		out->req[k][c] += __atomic_load_n(&in->req[k][c], __ATOMIC_RELAXED);
+	}
 }
 
 static void add_bins(struct mb_class_counts *out, const struct mb_theap *h)
 {
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			const struct mb_bin *bin = &h->bin[k][c];
-			out->nalloc[k][c] += __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED);
-			out->nfree[k][c] += __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED);
-			out->req[k][c] += __atomic_load_n(&bin->req, __ATOMIC_RELAXED);
-		}
+	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+		int k = b >> 6;
+		unsigned c = (unsigned)b & 63;
+		const struct mb_bin *bin = &h->bin[k][c];
+		out->nalloc[k][c] += __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED);
+		out->nfree[k][c] += __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED);
+		out->req[k][c] += __atomic_load_n(&bin->req, __ATOMIC_RELAXED);
+	}
 }
 
 static void counts_read(struct mb_counts *to, const struct mb_counts *from)
@@ -629,34 +673,46 @@ void mb_theap_sum_classes(struct mb_class_counts *out)
 {
 	memset(out, 0, sizeof(*out));
 	mb_lock_acquire(&heaps_lock);
-	add_classes(out, &exited);
+	add_classes(out, &exited, exited_used);
 	for (struct mb_theap *h = all_heaps; h; h = h->next)
 		if (h->in_use)
 			add_bins(out, h);
 	mb_lock_release(&heaps_lock);
 }
 
+/* Objects of bin (k, c) counted into out's totals. */
+static void add_totals(struct mb_counts *out, int k, unsigned c, uint64_t nalloc, uint64_t nfree)
+{
+	uint64_t size = mb_classes[c].size;
+	out->mallocs[k] += nalloc;
+	out->frees += nfree;
+	out->alloc_bytes += nalloc * size;
+	out->freed_bytes += nfree * size;
+}
+
+/* Called often (the peak's sampling): no table of every class, and only
+ * the bins that counted anything. */
 void mb_theap_sum_counts(struct mb_counts *out)
 {
-	static struct mb_class_counts cc; /* under the list's lock: large */
 	memset(out, 0, sizeof(*out));
 	mb_lock_acquire(&heaps_lock);
-	memset(&cc, 0, sizeof cc);
-	add_classes(&cc, &exited);
+	for (int b = -1; (b = next_bin(exited_used, b)) >= 0;) {
+		int k = b >> 6;
+		unsigned c = (unsigned)b & 63;
+		add_totals(out, k, c, __atomic_load_n(&exited.nalloc[k][c], __ATOMIC_RELAXED),
+			   __atomic_load_n(&exited.nfree[k][c], __ATOMIC_RELAXED));
+	}
 	counts_read(out, &mb_heap.counts);
-	for (struct mb_theap *h = all_heaps; h; h = h->next)
-		if (h->in_use) {
-			add_bins(&cc, h);
-			counts_read(out, &h->counts);
+	for (struct mb_theap *h = all_heaps; h; h = h->next) {
+		if (!h->in_use)
+			continue;
+		for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+			const struct mb_bin *bin = &h->bin[b >> 6][b & 63];
+			add_totals(out, b >> 6, (unsigned)b & 63, __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED),
+				   __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED));
 		}
-	for (int k = 0; k < MB_NKEYS; k++)
-		for (unsigned c = 0; c < MB_NCLASSES; c++) {
-			uint64_t size = mb_classes[c].size;
-			out->mallocs[k] += cc.nalloc[k][c];
-			out->frees += cc.nfree[k][c];
-			out->alloc_bytes += cc.nalloc[k][c] * size;
-			out->freed_bytes += cc.nfree[k][c] * size;
-		}
+		counts_read(out, &h->counts);
+	}
 	mb_lock_release(&heaps_lock);
 }
 

@@ -88,6 +88,11 @@ struct mb_theap {
 	/* Set by another thread that freed into a full slab of (key, class):
 	 * the owner moves such slabs to the partial list. */
 	uint8_t revive[MB_NKEYS][MB_NCLASSES] __attribute__((aligned(64)));
+	/* Bit c of used[k]: bin (k, c) has had a slab or counted a free. The
+	 * walks over a heap's bins visit these only, so that a short process
+	 * touches no page of the heap's tables it does not use. Set by the
+	 * owner (or under the orphan heap's lock), never cleared. */
+	uint64_t used[MB_NKEYS];
 	struct mb_theap *next, *prev; /* every heap, in use or kept for reuse */
 	int in_use;
 	struct mb_runcache runs;   /* freed page runs of up to MB_RUN_MAX */
