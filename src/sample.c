@@ -12,6 +12,11 @@
 #define SAMPLE_CAP (1u << 16)
 #define SAMPLE_BUCKETS (1u << 14)
 #define NIL UINT32_MAX
+/* The bucket chains and the free list link sample i as i + 1, so that 0
+ * ends a chain: the bucket table needs no set-up, and a process that
+ * takes no sample never touches its 64 KiB. */
+#define LINK(i) ((i) + 1)
+#define UNLINK(l) ((l) - 1)
 
 /* What a live sample counts as for its site so far. */
 enum { AGE_YOUNG, AGE_LASTING, AGE_OLD };
@@ -21,7 +26,7 @@ struct sample {
 	struct mb_site *site, *deep;
 	uint64_t born;     /* on the allocation clock */
 	int64_t bytes;     /* its size times its weight */
-	uint32_t next;     /* bucket chain, or the free list */
+	uint32_t next;     /* bucket chain, or the free list: a link (LINK) */
 	uint32_t qprev, qnext; /* its age queue, oldest first */
 	uint8_t age;
 	uint8_t in_default; /* allocated with the default key (site.h) */
@@ -29,7 +34,7 @@ struct sample {
 
 static struct sample *samples;
 static uint32_t *buckets;
-static uint32_t free_sample = NIL, nsamples;
+static uint32_t free_sample /* a link */, nsamples;
 /* Live samples by age, oldest first: the young ones wait for the young
  * threshold, the lasting ones for the old one. So aging looks only at
  * the samples whose turn has come. */
@@ -46,7 +51,6 @@ int mb_samples_init(void)
 		return -1;
 	mb_os_set_use(samples, MB_USE_SAMPLES);
 	mb_os_set_use(buckets, MB_USE_SAMPLES);
-	memset(buckets, 0xff, SAMPLE_BUCKETS * sizeof(uint32_t));
 	return 0;
 }
 
@@ -185,10 +189,10 @@ void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint
 		d->samples++;
 		d->sampled_bytes += n;
 	}
-	if ((free_sample != NIL || nsamples < SAMPLE_CAP) && mark_sampled(p) == 0) {
+	if ((free_sample || nsamples < SAMPLE_CAP) && mark_sampled(p) == 0) {
 		uint32_t i;
-		if (free_sample != NIL) {
-			i = free_sample;
+		if (free_sample) {
+			i = UNLINK(free_sample);
 			free_sample = samples[i].next;
 		} else {
 			i = nsamples++;
@@ -203,7 +207,7 @@ void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint
 		e->in_default = key == MB_DEFAULT_TYPE;
 		uint32_t b = bucket_of(e->addr);
 		e->next = buckets[b];
-		buckets[b] = i;
+		buckets[b] = LINK(i);
 		q_append(&queues[AGE_YOUNG], i);
 		s->live_estimate += e->bytes;
 		if (d)
@@ -240,7 +244,8 @@ void mb_sample_freed(const void *p)
 	mb_site_lock();
 	thresholds(&t_young, &t_old);
 	uint32_t b = bucket_of((uintptr_t)p), *link = &buckets[b];
-	for (uint32_t i = *link; i != NIL; link = &samples[i].next, i = *link) {
+	for (uint32_t l = *link; l; link = &samples[UNLINK(l)].next, l = *link) {
+		uint32_t i = UNLINK(l);
 		struct sample *e = &samples[i];
 		if (e->addr != (uintptr_t)p)
 			continue;
@@ -255,7 +260,7 @@ void mb_sample_freed(const void *p)
 			q_unlink(&queues[e->age], i);
 		*link = e->next;
 		e->next = free_sample;
-		free_sample = i;
+		free_sample = LINK(i);
 		break;
 	}
 	mb_samples_age_locked();
