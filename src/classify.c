@@ -17,6 +17,23 @@
 #include <unistd.h>
 
 int mb_classify_ready;
+int mb_classify_asleep;
+
+/* Classification sleeps until the process has made WAKE_AFTER_ALLOCS
+ * allocations or lived WAKE_AFTER_MS since it was set up, whichever comes
+ * first: a short process (a compiler's driver, an assembler, a tool a
+ * build runs a thousand times) ends before any site could be set apart
+ * (a lane needs a quarter MiB live and evidence of lifetimes), and its
+ * call-site tables, samples and unwinds would be all cost: page faults
+ * for tables touched at random, a slow path per new site. Asleep, every
+ * allocation takes the default key, as with MBUDDY_CLASSIFY=off; the fast
+ * path counts down WAKE_CHECK allocations at a time, and the slow path
+ * adds them up. A rule or a profile wakes it at once: the user asked for
+ * types from the start. */
+#define WAKE_AFTER_ALLOCS 32768
+#define WAKE_AFTER_MS 10
+#define WAKE_CHECK 1024
+static uint64_t asleep_allocs, asleep_since_ms;
 
 /* Set while this thread classifies: an allocation made meanwhile (by
  * libunwind, by dladdr) takes its site's key as it stands. */
@@ -95,6 +112,25 @@ static int32_t next_countdown(void)
 	x ^= x << 5;
 	sample_rng = x;
 	return (int32_t)(1 + x % (2 * MB_SAMPLE_PERIOD));
+}
+
+/* Classification starts: the fast path reads the site tables, and this
+ * thread's next sample falls as any would. */
+static void wake(void)
+{
+	mb_sites_publish();
+	__atomic_store_n(&mb_classify_ready, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&mb_classify_asleep, 0, __ATOMIC_RELEASE);
+	mb_self.sample_countdown = countdown_drawn = next_countdown();
+}
+
+/* Asleep, this thread's countdown ran out: countdown_drawn allocations. */
+static void wake_maybe(void)
+{
+	uint64_t n = __atomic_add_fetch(&asleep_allocs, (uint64_t)countdown_drawn, __ATOMIC_RELAXED);
+	mb_self.sample_countdown = countdown_drawn = WAKE_CHECK;
+	if (n >= WAKE_AFTER_ALLOCS || mb_now_ms() - asleep_since_ms >= WAKE_AFTER_MS)
+		wake();
 }
 
 /* ---- the stack ---- */
@@ -398,8 +434,11 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 
 int mb_classify_site_slow(void *ra, size_t n)
 {
-	if (!mb_classify_ready)
+	if (!mb_classify_ready) {
+		if (__atomic_load_n(&mb_classify_asleep, __ATOMIC_ACQUIRE))
+			wake_maybe();
 		return MB_DEFAULT_TYPE;
+	}
 	struct mb_site *s = mb_site_lookup(MB_SITES_DIRECT, (uintptr_t)ra);
 	int due = mb_self.sample_countdown <= 0;
 	if (s && !due && !(mb_site_flags(s) & (MB_SITE_LEARNING | MB_SITE_WRAPPER)))
@@ -471,7 +510,12 @@ void mb_classify_init(void)
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 	while (nheld)
 		close(held[--nheld]);
-	__atomic_store_n(&mb_classify_ready, 1, __ATOMIC_RELEASE);
+	if (mb_opt.rules || mb_opt.profile) {
+		wake();
+		return;
+	}
+	asleep_since_ms = mb_now_ms();
+	__atomic_store_n(&mb_classify_asleep, 1, __ATOMIC_RELEASE);
 }
 
 void mb_classify_fork_prepare(void)

@@ -25,6 +25,9 @@
 #define MB_CLASSIFY_SAMPLE 0x100 /* record this allocation as a sample */
 
 extern int mb_classify_ready;
+/* Set while classification sleeps (classify.c): the fast path counts the
+ * allocations down to the slow path, which decides when it wakes. */
+extern int mb_classify_asleep;
 
 /* mb_self.type_hint (thread.h): -1, or the type the thread asked for with
  * mbuddy_set_thread_type(). */
@@ -37,9 +40,9 @@ int mb_classify_site_slow(void *ra, size_t n);
 /* The fast path: 1 with *key set when the thread's hint, the default or
  * a known, settled site in its home slot decides and no sample is due; 0
  * when mb_classify_site_slow() has to (the countdown is already counted).
- * Before the tables exist, and with classification off, mb_site_slots is NULL;
- * while they are being set up no key matches, and the slow path waits for
- * mb_classify_ready. */
+ * Before the tables exist, while classification sleeps and with it off,
+ * mb_site_slots is NULL; while they are being set up no key matches, and
+ * the slow path waits for mb_classify_ready. */
 static inline int mb_classify_fast(void *ra, int *key)
 {
 	int hint = mb_self.type_hint;
@@ -49,8 +52,8 @@ static inline int mb_classify_fast(void *ra, int *key)
 	}
 	struct mb_site_slot *tab = mb_site_slots;
 	if (__builtin_expect(tab == NULL, 0)) {
-		*key = MB_DEFAULT_TYPE; /* classification off */
-		return 1;
+		*key = MB_DEFAULT_TYPE; /* classification off, or asleep */
+		return !mb_classify_asleep || --mb_self.sample_countdown > 0;
 	}
 	if (__builtin_expect(--mb_self.sample_countdown > 0, 1)) {
 		struct mb_site_slot *s = &tab[mb_site_hash((uintptr_t)ra) & (MB_SITE_CAP - 1)];

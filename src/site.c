@@ -35,8 +35,12 @@ int mb_sites_init(void)
 	if (!records)
 		return -1;
 	mb_os_set_use(records, MB_USE_SITES);
-	__atomic_store_n(&mb_site_slots, slots[MB_SITES_DIRECT], __ATOMIC_RELEASE);
 	return 0;
+}
+
+void mb_sites_publish(void)
+{
+	__atomic_store_n(&mb_site_slots, slots[MB_SITES_DIRECT], __ATOMIC_RELEASE);
 }
 
 void mb_site_lock(void)

@@ -89,6 +89,8 @@ enum mb_site_table { MB_SITES_DIRECT, MB_SITES_DEEP };
 
 /* Reserve the tables (nothing is touched until used); -1 without memory. */
 int mb_sites_init(void);
+/* The fast path reads the tables from now on (mb_site_slots). */
+void mb_sites_publish(void);
 
 /* The site of key in a table, or NULL; without the lock. */
 struct mb_site *mb_site_lookup(enum mb_site_table t, uintptr_t key);

@@ -190,6 +190,15 @@ static void write_text_header(struct mb_out *o, const struct mb_snapshot *s, int
 			   s->foreign_symbol, s->foreign_object);
 }
 
+/* auto, off, or asleep: on, but the process has not lived long enough
+ * for it to start (classify.c). */
+static const char *classify_state(void)
+{
+	if (!mb_opt.classify)
+		return "off";
+	return __atomic_load_n(&mb_classify_asleep, __ATOMIC_ACQUIRE) ? "asleep" : "auto";
+}
+
 static void write_text(struct mb_out *o, const struct mb_snapshot *s, int trigger)
 {
 	uint64_t nr[MB_MAX_ORDER_MAX] = { 0 };
@@ -198,7 +207,7 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s, int trigge
 	write_text_header(o, s, trigger);
 	mb_out_fmt(o, "Heap of %.1f MiB in %zu pageblocks of %zu KiB (MAX_ORDER %u), classification %s\n\n",
 		   (double)s->region_bytes / (1 << 20), s->nblocks, s->pb_bytes >> 10, s->max_order,
-		   mb_opt.classify ? "auto" : "off");
+		   classify_state());
 
 	if (s->has_account)
 		mb_stats_write_account_text(o, &s->account, s->has_account_peak ? &s->account_peak : NULL);
@@ -323,7 +332,7 @@ static void write_json(struct mb_out *o, const struct mb_snapshot *s, int trigge
 	mb_out_json_str(o, prog);
 	mb_out_fmt(o, ",\"max_order\":%u" REPORT_JSON_MARK "%u,\"page_bytes\":%zu,\"pageblock_bytes\":%zu,"
 		      "\"pageblocks_total\":%zu,\"classify\":\"%s\",",
-		   s->max_order, s->pb_order, MB_PAGE_SIZE, s->pb_bytes, s->nblocks, mb_opt.classify ? "auto" : "off");
+		   s->max_order, s->pb_order, MB_PAGE_SIZE, s->pb_bytes, s->nblocks, classify_state());
 	mb_out_fmt(o, "\"ppid\":%d,\"version\":\"" PACKAGE_VERSION "\",\"time\":\"%s\",\"trigger\":\"%s\","
 		      "\"counted_since\":\"%s\",\"forked_from\":%d,\"served\":%s,\"foreign_symbol\":",
 		   (int)getppid(), when, trigger_names[trigger], s->forked ? "fork" : "start", s->forked_from,
