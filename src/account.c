@@ -348,13 +348,24 @@ static struct mb_lock peak_lock = MB_LOCK_INITIALIZER("account_peak");
 #define PEAK_LOOK_MS 10
 #define PEAK_STEP(r) ((r) + (r) / 10)
 #define PEAK_MIN ((uint64_t)4 << 20)
+/* No look before the process has lived this long: a short process's
+ * resident set only grows as it loads and runs, so the report's account
+ * at exit is its peak, and each account taken meanwhile (a walk of the
+ * heap, and /proc/self/smaps, which makes the kernel walk every page
+ * table) would be a tenth of its run. */
+#define PEAK_FIRST_MS 50
+/* After an account that took d ms, the next look waits PEAK_COST_FACTOR
+ * d: the peak's accounts take at most 2% of the run, however large the
+ * process. */
+#define PEAK_COST_FACTOR 49
 
 void mb_account_watch_peak(void)
 {
 	if (!mb_opt.stats)
 		return;
 	uint64_t now = mb_now_ms();
-	if (now < __atomic_load_n(&next_look_ms, __ATOMIC_RELAXED) || mb_lock_try(&peak_lock) != 0)
+	if (now < __atomic_load_n(&next_look_ms, __ATOMIC_RELAXED) || now - mb_heap.started_ms < PEAK_FIRST_MS ||
+	    mb_lock_try(&peak_lock) != 0)
 		return;
 	__atomic_store_n(&next_look_ms, now + PEAK_LOOK_MS, __ATOMIC_RELAXED);
 	uint64_t rss = mb_read_rss();
@@ -365,6 +376,9 @@ void mb_account_watch_peak(void)
 			have_peak = 1;
 			peak_rss_seen = a.rss;
 		}
+		uint64_t took = mb_now_ms() - now;
+		if (took * PEAK_COST_FACTOR > PEAK_LOOK_MS)
+			__atomic_store_n(&next_look_ms, now + took * (PEAK_COST_FACTOR + 1), __ATOMIC_RELAXED);
 	}
 	mb_lock_release(&peak_lock);
 }

@@ -164,6 +164,10 @@ void mb_stats_take_account(struct mb_snapshot *s)
 	mb_account_take(&s->account);
 	s->has_account = 1;
 	s->has_account_peak = mb_account_at_peak(&s->account_peak) == 0;
+	/* The peak column is the highest resident set an account saw: this
+	 * one, if nothing sampled before was higher. */
+	if (s->has_account_peak && s->account.rss >= s->account_peak.rss)
+		s->account_peak = s->account;
 }
 
 void mb_stats_snapshot_fork_child(void)
