@@ -7,10 +7,8 @@
 #include "rules.h"
 #include "sample.h"
 #include "site.h"
+#include "unwinder.h"
 
-#define UNW_LOCAL_ONLY
-#include <fcntl.h>
-#include <libunwind.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -150,7 +148,7 @@ static void capture(void)
 		pending_nframes = 0;
 		return;
 	}
-	int n = unw_backtrace(pending_frames, MB_NFRAMES);
+	int n = mb_unw.backtrace(pending_frames, MB_NFRAMES);
 	atomic_fetch_sub(&unwinders, 1);
 	pending_nframes = n > 0 ? n : 0;
 }
@@ -281,22 +279,30 @@ static __thread struct caller_slot caller_slots[CALLER_SLOTS] MB_TLS;
  * pointers: the offset from `here` of the one word in that frame holding
  * the wrapper's own return address, which must be `caller`. 0 if there is
  * no such word. */
+/* Where libunwind's getcontext is a function (x86-64) it was looked up
+ * when libunwind was loaded; elsewhere libunwind.h defines it inline. */
+#ifdef __x86_64__
+#define GETCONTEXT(uc) mb_unw.getcontext(uc)
+#else
+#define GETCONTEXT(uc) unw_getcontext(uc)
+#endif
+
 static __attribute__((noinline)) MB_READS_OTHER_FRAMES int learn_caller_slot(uintptr_t ra, uintptr_t caller, uintptr_t here, intptr_t *off)
 {
 	atomic_fetch_add(&unwinders, 1);
 	int found = 0;
 	unw_context_t uc;
 	unw_cursor_t c;
-	if (atomic_load(&fork_gate) || unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
+	if (atomic_load(&fork_gate) || GETCONTEXT(&uc) != 0 || mb_unw.init_local(&c, &uc) != 0)
 		goto out;
-	for (int n = 0; n < 2 * MB_NFRAMES && unw_step(&c) > 0; n++) {
+	for (int n = 0; n < 2 * MB_NFRAMES && mb_unw.step(&c) > 0; n++) {
 		unw_word_t ip, sp, up_ip, up_sp;
-		if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip != ra)
+		if (mb_unw.get_reg(&c, UNW_REG_IP, &ip) != 0 || ip != ra)
 			continue;
 		/* The wrapper's frame: from its stack pointer at the call to
 		 * its caller's. */
-		if (unw_get_reg(&c, UNW_REG_SP, &sp) != 0 || unw_step(&c) <= 0 ||
-		    unw_get_reg(&c, UNW_REG_IP, &up_ip) != 0 || unw_get_reg(&c, UNW_REG_SP, &up_sp) != 0 ||
+		if (mb_unw.get_reg(&c, UNW_REG_SP, &sp) != 0 || mb_unw.step(&c) <= 0 ||
+		    mb_unw.get_reg(&c, UNW_REG_IP, &up_ip) != 0 || mb_unw.get_reg(&c, UNW_REG_SP, &up_sp) != 0 ||
 		    up_ip != caller || up_sp <= sp || up_sp - sp > CALLER_FRAME_MAX || sp < here)
 			break;
 		uintptr_t at = 0;
@@ -412,7 +418,10 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 	}
 	int key = mb_site_key(s);
 	struct mb_site *d = NULL;
-	if (unwind) {
+	if ((unwind || (fl & MB_SITE_WRAPPER)) && !mb_unwinder_ready(ra)) {
+		/* Not loaded yet, or not from here: no stack this time. */
+		unwind = 0;
+	} else if (unwind) {
 		capture();
 		d = deep_site(s, ra);
 	} else if ((fl & MB_SITE_WRAPPER) && thread_unwinds) {
@@ -492,24 +501,6 @@ void mb_classify_init(void)
 		mb_opt.classify = 0;
 		return;
 	}
-	/* libunwind opens a pipe it keeps for good: a program started with
-	 * stdin, stdout or stderr closed must not find that pipe there, so
-	 * closed standard descriptors are held on /dev/null meanwhile. */
-	int held[3], nheld = 0;
-	for (int fd = 0; fd < 3; fd++) {
-		if (fcntl(fd, F_GETFD) == -1) {
-			int got = open("/dev/null", O_RDWR | O_CLOEXEC);
-			if (got >= 0)
-				held[nheld++] = got;
-		}
-	}
-	/* Each thread keeps its own cache of unwind information, so an unwind
-	 * takes no lock and masks no signal: the global cache's lock costs a
-	 * sigprocmask system call at every step. (Setting it opens the pipe
-	 * too.) */
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-	while (nheld)
-		close(held[--nheld]);
 	if (mb_opt.rules || mb_opt.profile) {
 		wake();
 		return;
@@ -536,6 +527,7 @@ void mb_classify_fork_child(void)
 {
 	atomic_store(&unwinders, 0);
 	atomic_store(&fork_gate, 0);
+	mb_unwinder_fork_child();
 	mb_sites_fork_child();
 }
 

@@ -3,6 +3,8 @@
 #ifndef CLASSIFY_COMMON_H
 #define CLASSIFY_COMMON_H
 
+#include "config.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +15,28 @@
 static const char *const type_name[] = { "KernNoRclm", "KernRclm", "UserRclm" };
 static int (*pointer_type)(const void *);
 
+/* Keeps a pointer observable so calls are not tail calls or optimised out. */
+static void *volatile sink;
+static inline void *keep(void *p)
+{
+	sink = p;
+	return p;
+}
+
+/* Whether libunwind is loaded (libmbuddy loads it, MB_LIBUNWIND_SONAME). */
+static int unwinder_loaded(void)
+{
+	void *h = dlopen(MB_LIBUNWIND_SONAME, RTLD_NOW | RTLD_NOLOAD);
+	if (h)
+		dlclose(h);
+	return h != NULL;
+}
+
 /* Classification sleeps through a process's first 32,768 allocations or
- * 10 ms (libmbuddy(3), MBUDDY_CLASSIFY): these tests judge what it
- * learns from their very first allocations, so they wait the 10 ms out,
- * and it wakes at the next check (within 2,048 allocations). */
+ * 10 ms, and loads libunwind in a thread of its own when a thread first
+ * unwinds (libmbuddy(3), MBUDDY_CLASSIFY): these tests judge what it
+ * learns from their very first allocations, stacks included, so they wait
+ * the 10 ms out, then allocate temporaries until libunwind is there. */
 static void need_libmbuddy(void)
 {
 	pointer_type = (int (*)(const void *))dlsym(RTLD_DEFAULT, "mbuddy_pointer_type");
@@ -26,14 +46,8 @@ static void need_libmbuddy(void)
 	}
 	struct timespec wait = { 0, 20 * 1000 * 1000 };
 	nanosleep(&wait, NULL);
-}
-
-/* Keeps a pointer observable so calls are not tail calls or optimised out. */
-static void *volatile sink;
-static inline void *keep(void *p)
-{
-	sink = p;
-	return p;
+	for (long i = 0; i < (1L << 28) && ((i & 4095) || !unwinder_loaded()); i++)
+		free(keep(malloc(16)));
 }
 
 static int expect_type(const char *what, const void *p, int want)

@@ -5,12 +5,14 @@
  * three; the wrapper's own return address, read from its frame at the
  * offset an unwind taught, is not. libmbuddy's calls to libunwind's
  * unw_backtrace are counted by interposing it (this program exports its
- * own, found before libunwind's): over the measured rounds there must be
+ * own, which libmbuddy finds before libunwind's when it loads libunwind,
+ * libunwind.so here): over the measured rounds there must be
  * fewer than one unwind per eight allocations (samples and rechecks only;
  * before the caller slot, an unwind for each), and the three objects must
  * still get their three types. */
 #define _GNU_SOURCE
 #define WRAPPED
+#include "config.h"
 #include "three_sites_load.h"
 
 static int (*real_backtrace)(void **, int);
@@ -22,9 +24,14 @@ __attribute__((visibility("default"))) int unw_backtrace(void **buf, int size)
 	return real_backtrace ? real_backtrace(buf, size) : 0;
 }
 
-__attribute__((constructor)) static void find_real(void)
+/* Behind this program if something linked libunwind, else in the copy
+ * libmbuddy loads (MB_LIBUNWIND_SONAME, config.h), loaded here first. */
+static void find_real(void)
 {
 	real_backtrace = (int (*)(void **, int))dlsym(RTLD_NEXT, "unw_backtrace");
+	void *lib;
+	if (!real_backtrace && (lib = dlopen(MB_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL)) != NULL)
+		real_backtrace = (int (*)(void **, int))dlsym(lib, "unw_backtrace");
 }
 
 enum { ROUNDS = 400000, MEASURED = 200000 };
@@ -32,6 +39,7 @@ enum { ROUNDS = 400000, MEASURED = 200000 };
 int main(void)
 {
 	need_libmbuddy();
+	find_real();
 	if (!real_backtrace) {
 		fprintf(stderr, "libunwind's unw_backtrace not found behind this program\n");
 		return 77;
