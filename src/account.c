@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -43,8 +44,8 @@ struct mapping {
 
 static void parse_header(const char *line, const struct ours *o, struct mapping *m)
 {
-	unsigned long lo = 0, hi = 0;
-	sscanf(line, "%lx-%lx", &lo, &hi);
+	char *end;
+	unsigned long lo = strtoul(line, &end, 16), hi = *end == '-' ? strtoul(end + 1, NULL, 16) : 0;
 	m->lo = lo;
 	m->hi = hi;
 	/* The name is the sixth field, if any. */
@@ -66,49 +67,62 @@ static void parse_header(const char *line, const struct ours *o, struct mapping 
 		m->kind = M_ANON;
 }
 
-/* Sums the Rss of every mapping by kind. A line is read whole into a
- * buffer on the stack, with no allocation. */
+/* One line of smaps: a mapping's header, or one of its fields (only Rss
+ * and AnonHugePages count). */
+static void smaps_line(struct mb_account *a, const struct ours *o, struct mapping *cur, const char *line)
+{
+	if (line[0] >= 'A' && line[0] <= 'Z') {
+		/* strtoull rather than sscanf: a report reads a few hundred. */
+		if (line[0] == 'A' && cur->kind == M_HEAP && strncmp(line, "AnonHugePages:", 14) == 0)
+			a->heap_anon_huge += (uint64_t)strtoull(line + 14, NULL, 10) << 10;
+		if (line[0] != 'R' || strncmp(line, "Rss:", 4) != 0)
+			return;
+		uint64_t b = (uint64_t)strtoull(line + 4, NULL, 10) << 10;
+		switch (cur->kind) {
+		case M_HEAP: a->heap_rss += b; break;
+		case M_META:
+			a->meta_rss += b;
+			a->meta_use[cur->use] += b;
+			break;
+		case M_FILE: a->file_rss += b; break;
+		case M_STACK: a->stack_rss += b; break;
+		default: a->anon_rss += b; break;
+		}
+	} else {
+		parse_header(line, o, cur);
+	}
+}
+
+/* Sums the Rss of every mapping by kind, with no allocation: line by line
+ * with memchr, in a buffer on the stack (smaps has some twenty lines per
+ * mapping, of which two count, and a short process's report reads it at
+ * exit). */
 static int read_smaps(struct mb_account *a, const struct ours *o)
 {
 	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	char buf[8192], line[512];
-	size_t ll = 0;
+	enum { CHUNK = 8192, LINE_MAX_KEPT = 512 };
+	char buf[CHUNK + LINE_MAX_KEPT + 1];
+	size_t have = 0; /* the start of a line the last read cut */
 	struct mapping cur = { 0, 0, M_ANON, 0 };
 	ssize_t got;
-	while ((got = read(fd, buf, sizeof buf)) > 0) {
-		for (ssize_t i = 0; i < got; i++) {
-			char ch = buf[i];
-			if (ch != '\n') {
-				if (ll < sizeof line - 1)
-					line[ll++] = ch;
-				continue;
-			}
-			line[ll] = 0;
-			ll = 0;
-			unsigned long long kib;
-			if (line[0] >= 'A' && line[0] <= 'Z') {
-				if (cur.kind == M_HEAP && strncmp(line, "AnonHugePages:", 14) == 0 &&
-				    sscanf(line + 14, "%llu", &kib) == 1)
-					a->heap_anon_huge += (uint64_t)kib << 10;
-				if (strncmp(line, "Rss:", 4) != 0 || sscanf(line + 4, "%llu", &kib) != 1)
-					continue;
-				uint64_t b = (uint64_t)kib << 10;
-				switch (cur.kind) {
-				case M_HEAP: a->heap_rss += b; break;
-				case M_META:
-					a->meta_rss += b;
-					a->meta_use[cur.use] += b;
-					break;
-				case M_FILE: a->file_rss += b; break;
-				case M_STACK: a->stack_rss += b; break;
-				default: a->anon_rss += b; break;
-				}
-			} else {
-				parse_header(line, o, &cur);
-			}
+	while ((got = read(fd, buf + have, CHUNK)) > 0) {
+		size_t end = have + (size_t)got, start = 0;
+		char *nl;
+		while ((nl = memchr(buf + start, '\n', end - start)) != NULL) {
+			*nl = 0;
+			smaps_line(a, o, &cur, buf + start);
+			start = (size_t)(nl - buf) + 1;
 		}
+		have = end - start;
+		if (have > LINE_MAX_KEPT) {
+			/* A longer line (a mapping's path) is cut: its head is
+			 * all a header needs. */
+			buf[start + LINE_MAX_KEPT] = 0;
+			have = LINE_MAX_KEPT;
+		}
+		memmove(buf, buf + start, have);
 	}
 	close(fd);
 	return got < 0 ? -1 : 0;
