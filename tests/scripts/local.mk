@@ -11,3 +11,8 @@ EXTRA_DIST += tests/scripts/portability.test
 # report, its output check and its served check, each able to fail.
 TESTS += tests/scripts/programs.test
 EXTRA_DIST += tests/scripts/programs.test
+
+# scripts/bench_short.py (make bench-short) in --tiny mode: its tables,
+# its JSON, and a failing run reported as such.
+TESTS += tests/scripts/short.test
+EXTRA_DIST += tests/scripts/short.test
