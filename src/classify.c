@@ -19,16 +19,19 @@ int mb_classify_asleep;
 
 /* Classification sleeps until the process has made WAKE_AFTER_ALLOCS
  * allocations or lived WAKE_AFTER_MS since it was set up, whichever comes
- * first: a short process (a compiler's driver, an assembler, a tool a
- * build runs a thousand times) ends before any site could be set apart
- * (a lane needs a quarter MiB live and evidence of lifetimes), and its
- * call-site tables, samples and unwinds would be all cost: page faults
- * for tables touched at random, a slow path per new site. Asleep, every
- * allocation takes the default key, as with MBUDDY_CLASSIFY=off; the fast
- * path counts down WAKE_CHECK allocations at a time, and the slow path
- * adds them up. A rule or a profile wakes it at once: the user asked for
- * types from the start. */
-#define WAKE_AFTER_ALLOCS 32768
+ * first: a tiny process (an assembler, a shell, an interpreter started
+ * for one line, a tool a build runs a thousand times) ends before any
+ * site could be set apart, and its call-site tables, samples and unwinds
+ * would be all cost: page faults for tables touched at random, a slow
+ * path per new site. No longer: the patch's experiment (highorder.py)
+ * pins its long-lived objects among its first few thousand allocations,
+ * and with 32,768 it got 81-115 of 160 blocks instead of 150-160 (16,384:
+ * 23 and 91; 8,192: 122 and 154). Asleep, every allocation takes the
+ * default key, as with MBUDDY_CLASSIFY=off; the fast path counts down
+ * WAKE_CHECK allocations at a time (a thread's first count is 2,048), and
+ * the slow path adds them up. A rule or a profile wakes it at once: the
+ * user asked for types from the start. */
+#define WAKE_AFTER_ALLOCS 2048
 #define WAKE_AFTER_MS 10
 #define WAKE_CHECK 1024
 static uint64_t asleep_allocs, asleep_since_ms;

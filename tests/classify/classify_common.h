@@ -32,7 +32,7 @@ static int unwinder_loaded(void)
 	return h != NULL;
 }
 
-/* Classification sleeps through a process's first 32,768 allocations or
+/* Classification sleeps through a process's first 2,048 allocations or
  * 10 ms, and loads libunwind in a thread of its own when a thread first
  * unwinds (libmbuddy(3), MBUDDY_CLASSIFY): these tests judge what it
  * learns from their very first allocations, stacks included, so they wait
