@@ -1,24 +1,24 @@
 #include "config.h"
 #include "site_report.h"
 #include "site.h"
+#include "symbolize.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #define TOP_SITES 20
+#define ROW_FRAMES 3
 
-static void symbolize(void *pc, char *out, size_t len)
+/* function+offset (library), 0xoffset (library) or the bare address. */
+static void frame_text(void *pc, const struct mb_symbol *sym, char *out, size_t len)
 {
-	Dl_info info;
-	if (dladdr(pc, &info) && info.dli_fname) {
-		const char *lib = strrchr(info.dli_fname, '/');
-		lib = lib ? lib + 1 : info.dli_fname;
-		if (info.dli_sname)
-			snprintf(out, len, "%s+0x%lx (%s)", info.dli_sname,
-				 (unsigned long)((uintptr_t)pc - (uintptr_t)info.dli_saddr), lib);
+	if (sym->object) {
+		const char *lib = strrchr(sym->object, '/');
+		lib = lib ? lib + 1 : sym->object;
+		if (sym->name)
+			snprintf(out, len, "%s+0x%lx (%s)", sym->name, (unsigned long)sym->offset, lib);
 		else
-			snprintf(out, len, "0x%lx (%s)", (unsigned long)((uintptr_t)pc - (uintptr_t)info.dli_fbase), lib);
+			snprintf(out, len, "0x%lx (%s)", (unsigned long)sym->offset, lib);
 	} else {
 		snprintf(out, len, "%p", pc);
 	}
@@ -67,6 +67,16 @@ void mb_site_report_write(struct mb_out *o, int json)
 	}
 	mb_site_unlock();
 
+	/* Every frame named at once: one pass over each object's symbols. */
+	static void *pcs[TOP_SITES * ROW_FRAMES];
+	static struct mb_symbol syms[TOP_SITES * ROW_FRAMES];
+	size_t npc = 0;
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < rows[i].s.nframes && k < ROW_FRAMES; k++)
+			pcs[npc++] = rows[i].s.frames[k];
+	mb_symbolize(pcs, npc, syms);
+	npc = 0;
+
 	if (!json)
 		mb_out_fmt(o, "Call sites (top %d by sampled bytes; the 'D' rows split a wrapper's row by the callers behind it)\n"
 			      "  %-10s %4s %7s %10s %10s %13s %6s %5s  %s\n", TOP_SITES, "type", "lane", "samples", "bytes",
@@ -77,10 +87,10 @@ void mb_site_report_write(struct mb_out *o, int json)
 		int lane = key >= MB_FIRST_LANE ? key : 0;
 		double life = s->freed ? (double)s->lifetime_sum / (double)s->freed : 0;
 		long long live = s->live_estimate > 0 ? s->live_estimate : 0;
-		char fr[3][160] = { "", "", "" };
+		char fr[ROW_FRAMES][160] = { "", "", "" };
 		int nf = 0;
-		for (int k = 0; k < s->nframes && nf < 3; k++)
-			symbolize(s->frames[k], fr[nf++], sizeof fr[0]);
+		for (int k = 0; k < s->nframes && nf < ROW_FRAMES; k++, npc++)
+			frame_text(s->frames[k], &syms[npc], fr[nf++], sizeof fr[0]);
 		if (json) {
 			mb_out_fmt(o, "%s{\"type\":\"%s\",\"lane\":%d,\"samples\":%llu,\"sampled_bytes\":%llu,"
 				      "\"live_bytes_estimate\":%lld,\"freed_samples\":%llu,\"mean_lifetime_bytes\":%.0f,"

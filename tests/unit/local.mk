@@ -26,7 +26,8 @@ unit_tests = \
 	tests/unit/test_background \
 	tests/unit/test_slab \
 	tests/unit/test_site \
-	tests/unit/test_huge
+	tests/unit/test_huge \
+	tests/unit/test_symbolize
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -73,6 +74,11 @@ tests_unit_test_site_SOURCES = tests/unit/test_site.c
 tests_unit_test_site_LDADD = $(unit_ldadd)
 tests_unit_test_huge_SOURCES = tests/unit/test_huge.c
 tests_unit_test_huge_LDADD = $(unit_ldadd)
+# -rdynamic: the program's own functions in its dynamic symbol table, as
+# dladdr and symbolize.c read it.
+tests_unit_test_symbolize_SOURCES = tests/unit/test_symbolize.c
+tests_unit_test_symbolize_LDADD = $(unit_ldadd) -lm
+tests_unit_test_symbolize_LDFLAGS = -rdynamic
 
 # The lock counters of --enable-lock-stats, built in whatever the
 # configuration: lockstat.c compiled here with MB_LOCK_STATS on, without

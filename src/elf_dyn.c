@@ -51,7 +51,7 @@ int mb_elf_open(struct mb_elf *e, ElfW(Addr) base, const ElfW(Dyn) *dyn)
 	return 0;
 }
 
-static const char *sym_name(const struct mb_elf *e, const ElfW(Sym) *s)
+const char *mb_elf_sym_name(const struct mb_elf *e, const ElfW(Sym) *s)
 {
 	return s->st_name < e->strsz ? e->strtab + s->st_name : "";
 }
@@ -65,7 +65,7 @@ static int acceptable(const struct mb_elf *e, size_t i, const char *name)
 		return 0;
 	if (e->versym && (e->versym[i] & 0x8000))
 		return 0;
-	return strcmp(sym_name(e, s), name) == 0;
+	return strcmp(mb_elf_sym_name(e, s), name) == 0;
 }
 
 static const ElfW(Sym) *gnu_lookup(const struct mb_elf *e, const char *name)
@@ -111,6 +111,26 @@ static const ElfW(Sym) *sysv_lookup(const struct mb_elf *e, const char *name)
 	return NULL;
 }
 
+size_t mb_elf_nsyms(const struct mb_elf *e)
+{
+	if (!e->gnu_hash)
+		return e->sysv_hash[1]; /* nchain: one per symbol */
+	const uint32_t *h = e->gnu_hash;
+	uint32_t nbuckets = h[0], symoffset = h[1], bloom_words = h[2];
+	const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_words);
+	const uint32_t *chain = buckets + nbuckets;
+	uint32_t last = 0;
+	for (uint32_t b = 0; b < nbuckets; b++)
+		if (buckets[b] > last)
+			last = buckets[b];
+	if (last < symoffset)
+		return symoffset;
+	/* The last bucket's chain ends with the table: its low bit set. */
+	while (!(chain[last - symoffset] & 1))
+		last++;
+	return (size_t)last + 1;
+}
+
 const ElfW(Sym) *mb_elf_symbol(const struct mb_elf *e, const char *name)
 {
 	return e->gnu_hash ? gnu_lookup(e, name) : sysv_lookup(e, name);
@@ -142,7 +162,7 @@ void mb_elf_each_reloc(const struct mb_elf *e, int (*fn)(void *arg, const struct
 				.slot = (ElfW(Addr) *)(e->base + (e->rela[t] ? ra->r_offset : rl->r_offset)),
 				.type = (unsigned)ELF64_R_TYPE(info),
 				.sym = &e->symtab[symidx],
-				.name = sym_name(e, &e->symtab[symidx]),
+				.name = mb_elf_sym_name(e, &e->symtab[symidx]),
 				.addend = e->rela[t] ? ra->r_addend : 0,
 			};
 			if (fn(arg, &r))

@@ -38,6 +38,13 @@ const ElfW(Sym) *mb_elf_symbol(const struct mb_elf *e, const char *name);
 /* Whether sym is a definition another object can bind to. */
 int mb_elf_defines(const ElfW(Sym) *sym);
 
+/* How many entries the symbol table has, from the hash table (the
+ * dynamic section does not say): the first index past every chain. */
+size_t mb_elf_nsyms(const struct mb_elf *e);
+
+/* A symbol's name, or "" if its offset lies past the string table. */
+const char *mb_elf_sym_name(const struct mb_elf *e, const ElfW(Sym) *s);
+
 /* One relocation that names a symbol. */
 struct mb_elf_reloc {
 	ElfW(Addr) *slot;     /* where the dynamic linker wrote */
