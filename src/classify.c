@@ -504,6 +504,7 @@ void mb_classify_init(void)
 		mb_opt.classify = 0;
 		return;
 	}
+	mb_unwinder_reserve();
 	if (mb_opt.rules || mb_opt.profile) {
 		wake();
 		return;

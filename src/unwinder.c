@@ -49,6 +49,31 @@ static void find_loader(void)
 	loader_hi = base + hi;
 }
 
+/* The descriptors held for libunwind's pipe (mb_unwinder_reserve). */
+static int reserved[2] = { -1, -1 };
+
+/* Standard descriptors that are closed, held on /dev/null: what the
+ * caller opens meanwhile does not land on them. */
+static void hold_std(int *held, int *nheld)
+{
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) == -1) {
+			int got = open("/dev/null", O_RDWR | O_CLOEXEC);
+			if (got >= 0)
+				held[(*nheld)++] = got;
+		}
+}
+
+void mb_unwinder_reserve(void)
+{
+	int held[3], nheld = 0;
+	hold_std(held, &nheld);
+	if (pipe2(reserved, O_CLOEXEC | O_NONBLOCK) != 0)
+		reserved[0] = reserved[1] = -1;
+	while (nheld)
+		close(held[--nheld]);
+}
+
 static int load(void)
 {
 	void *lib = dlopen(MB_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
@@ -77,16 +102,16 @@ static int load(void)
 			MB_LIBUNWIND_SONAME);
 		return -1;
 	}
-	/* libunwind opens a pipe it keeps for good: a program that runs
-	 * with stdin, stdout or stderr closed must not find that pipe there,
-	 * so closed standard descriptors are held on /dev/null meanwhile. */
+	/* libunwind opens a pipe it keeps for good (two descriptors, the
+	 * lowest free). It gets the ones held for it since the start (see
+	 * mb_unwinder_reserve), and a standard descriptor the program runs
+	 * with closed is held on /dev/null meanwhile so that it stays closed. */
 	int held[3], nheld = 0;
-	for (int fd = 0; fd < 3; fd++) {
-		if (fcntl(fd, F_GETFD) == -1) {
-			int got = open("/dev/null", O_RDWR | O_CLOEXEC);
-			if (got >= 0)
-				held[nheld++] = got;
-		}
+	hold_std(held, &nheld);
+	if (reserved[0] >= 0) {
+		close(reserved[0]);
+		close(reserved[1]);
+		reserved[0] = reserved[1] = -1;
 	}
 	/* Each thread keeps its own cache of unwind information, so an unwind
 	 * takes no lock and masks no signal: the global cache's lock costs a

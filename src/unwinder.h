@@ -31,6 +31,14 @@ extern struct mb_unw mb_unw;
  * once: classification goes on without stacks). */
 int mb_unwinder_ready(const void *ra);
 
+/* At start, with classification on: two descriptors held for the pipe
+ * libunwind opens when it is loaded and keeps. It lands on them then, so
+ * the program sees the same descriptors taken as when libunwind was
+ * linked and set up at start, whenever it is loaded: a program that
+ * checks which descriptors a child inherits (CPython's test_tempfile)
+ * finds the same numbers free in both. */
+void mb_unwinder_reserve(void);
+
 /* Fork's child: a load that another thread had under way is tried again. */
 void mb_unwinder_fork_child(void);
 
