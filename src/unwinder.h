@@ -3,11 +3,12 @@
  * (classify.c), never loads it, nor liblzma behind it, and saves their
  * loading and relocation, a fifth of a millisecond, and their pages.
  *
- * The first allocation that wants a stack starts a thread that loads it,
- * and goes on without one, as do the others until it is loaded (a
- * millisecond or so). Never an allocation of the dynamic loader itself:
- * pthread_create takes locks the loader may hold then; the next slow path
- * asks again. */
+ * The first allocation that wants a stack loads it, in place if the
+ * process has one thread; with others, it starts a thread that loads it
+ * and goes on without a stack, as do the others until it is loaded (a
+ * millisecond or so). Never an allocation of the dynamic loader itself
+ * (it may be loading another object, with its lists half built); the
+ * next slow path asks again. */
 #ifndef MB_UNWINDER_H
 #define MB_UNWINDER_H
 
@@ -25,10 +26,11 @@ struct mb_unw {
 /* Filled once mb_unwinder_ready() has returned 1. */
 extern struct mb_unw mb_unw;
 
-/* 1 when libunwind is loaded and set up (a cache per thread); else 0,
- * and the load is started unless ra, the allocation's caller, lies in
- * the dynamic loader, it is under way, or it failed (a warning says so
- * once: classification goes on without stacks). */
+/* 1 when libunwind is loaded and set up (a cache per thread), by this
+ * call or before; else 0, and the load is started unless ra, the
+ * allocation's caller, lies in the dynamic loader, it is under way, or
+ * it failed (a warning says so once: classification goes on without
+ * stacks). */
 int mb_unwinder_ready(const void *ra);
 
 /* At start, with classification on: two descriptors held for the pipe

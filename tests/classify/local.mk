@@ -6,10 +6,12 @@ classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
 check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
-	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test tests/classify/site-rows.test
+	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test tests/classify/site-rows.test \
+	tests/classify/unwinder_load.test
 EXTRA_DIST += tests/classify/classify_common.h tests/classify/three_sites_load.h tests/classify/site-rows.test tests/classify/rules_override.env \
 	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
-	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test
+	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test \
+	tests/classify/unwinder_load.test
 
 tests_classify_three_sites_SOURCES = tests/classify/three_sites.c
 tests_classify_three_sites_LDADD = -ldl
@@ -26,6 +28,10 @@ tests_classify_rules_override_LDFLAGS = -Wl,--export-dynamic
 tests_classify_rules_override_LDADD = -ldl
 tests_classify_typed_api_SOURCES = tests/classify/typed_api.c
 tests_classify_typed_api_LDADD = -ldl
+# Not a test itself: unwinder_load.test runs it with one thread and two.
+check_PROGRAMS += tests/classify/unwinder_load
+tests_classify_unwinder_load_SOURCES = tests/classify/unwinder_load.c
+tests_classify_unwinder_load_LDADD = -ldl -lpthread
 # Not a test itself: profile-load.test counts its system calls.
 check_PROGRAMS += tests/classify/many_sites
 tests_classify_many_sites_SOURCES = tests/classify/many_sites.c

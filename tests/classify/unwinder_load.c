@@ -1,0 +1,56 @@
+/* libunwind is loaded late (src/unwinder.c): in place in a process with
+ * one thread, by a thread of its own in a process with others. Either
+ * way the pipe libunwind opens must land on the two descriptors held for
+ * it since the start, so that a program sees the same descriptors taken
+ * before and after the load (CPython's test_tempfile checks that a child
+ * does not have its parent's descriptor). With an argument, a thread is
+ * started first and blocks until the end, so the load takes the thread
+ * path; without, the in-place one. */
+#include "classify_common.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+
+static void *blocked(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&gate);
+	pthread_mutex_unlock(&gate);
+	return NULL;
+}
+
+/* The lowest descriptor the program would get now. */
+static int lowest_free(void)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	close(fd);
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	(void)argv;
+	pthread_t t;
+	if (argc > 1) {
+		pthread_mutex_lock(&gate);
+		pthread_create(&t, NULL, blocked, NULL);
+	}
+	int before = lowest_free();
+	if (unwinder_loaded()) {
+		fprintf(stderr, "libunwind is loaded before any allocation: nothing to test\n");
+		return 99;
+	}
+	need_libmbuddy(); /* waits for the load, allocating */
+	int loaded = unwinder_loaded(), after = lowest_free();
+	printf("%s: libunwind %s; lowest free descriptor %d before the load, %d after\n",
+	       argc > 1 ? "with a second thread" : "one thread", loaded ? "loaded" : "NOT loaded", before, after);
+	if (argc > 1) {
+		pthread_mutex_unlock(&gate);
+		pthread_join(t, NULL);
+	}
+	return loaded && after == before ? 0 : 1;
+}
