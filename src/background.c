@@ -4,6 +4,7 @@
 #include "lockstat.h"
 #include "options.h"
 #include "out.h"
+#include "own_thread.h"
 #include "purge.h"
 
 #include <dirent.h>
@@ -12,7 +13,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -152,22 +152,7 @@ static int start(void)
 	pthread_cond_init(&cond, &ca);
 	pthread_condattr_destroy(&ca);
 
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, stack_bytes());
-	/* The thread inherits a full signal mask: no signal of the program
-	 * is ever delivered to it. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t t;
-	int rc = pthread_create(&t, &a, run, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&a);
-	if (rc == 0)
-		pthread_setname_np(t, "mbuddy-purge");
-	return rc;
+	return mb_own_thread_start(run, stack_bytes(), "mbuddy-purge");
 }
 
 /* Starts the thread if a purge is due and may_start, wakes it if it

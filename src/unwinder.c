@@ -1,13 +1,12 @@
 #include "config.h"
 #include "unwinder.h"
 #include "options.h"
+#include "own_thread.h"
 
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/auxv.h>
@@ -140,20 +139,7 @@ static void *loader(void *arg)
  * allocating (a library starting its worker) would wait forever. */
 static int start_loader(void)
 {
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	/* No signal of the program is ever delivered to it. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t t;
-	int rc = pthread_create(&t, &a, loader, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&a);
-	if (rc == 0)
-		pthread_setname_np(t, "mbuddy-unwind");
-	return rc;
+	return mb_own_thread_start(loader, 0, "mbuddy-unwind");
 }
 
 int mb_unwinder_ready(const void *ra)
