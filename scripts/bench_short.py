@@ -59,6 +59,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -263,28 +264,23 @@ def report(res, progs, names, reps, out):
     med = {p: {a: {k: median([r[k] if r else None for r in res[p].get(a, [])]) for k in ("sec", "rss_kib")}
                for a in names} for p in res}
     fails = sum(1 for p in res for a in res[p] for r in res[p][a] if r is None)
+    def table(title, key, cell):
+        """One table over the timed programs: cell(value, glibc's value)."""
+        lines.extend([title, "", "| program | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"])
+        for p in timed:
+            g = med[p]["glibc"][key]
+            cells = ["failed" if med[p][a][key] is None and res[p].get(a) else "-" if med[p][a][key] is None
+                     else cell(med[p][a][key], g) for a in cols]
+            lines.append("| %s | %s |" % (p, " | ".join(cells)))
+        lines.append("")
+
     if timed:
-        lines += ["## Time (ms), median; in brackets over glibc", "",
-                  "| program | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-        for p in timed:
-            g = med[p]["glibc"]["sec"]
-            cells = []
-            for a in cols:
-                s = med[p][a]["sec"]
-                cells.append("failed" if s is None and res[p].get(a) else
-                             "-" if s is None else "%.2f (%.2fx)" % (1e3 * s, s / g) if g else "%.2f" % (1e3 * s))
-            lines.append("| %s | %s |" % (p, " | ".join(cells)))
-        lines += ["", "## Peak RSS (KiB), median; in brackets minus glibc's", "",
-                  "| program | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-        for p in timed:
-            g = med[p]["glibc"]["rss_kib"]
-            cells = []
-            for a in cols:
-                m = med[p][a]["rss_kib"]
-                cells.append("-" if m is None else "%d (%+d)" % (m, m - g) if g else "%d" % m)
-            lines.append("| %s | %s |" % (p, " | ".join(cells)))
+        table("## Time (ms), median; in brackets over glibc", "sec",
+              lambda v, g: "%.2f (%.2fx)" % (1e3 * v, v / g) if g else "%.2f" % (1e3 * v))
+        table("## Peak RSS (KiB), median; in brackets minus glibc's", "rss_kib",
+              lambda v, g: "%d (%+d)" % (v, v - g) if g else "%d" % v)
     if checks:
-        lines += ["", "## MBUDDY_CHECK=1: peak RSS (KiB), median", "",
+        lines += ["## MBUDDY_CHECK=1: peak RSS (KiB), median", "",
                   "| program | glibc | libmbuddy | libmbuddy-check | check / libmbuddy |", "|---|---|---|---|---|"]
         for p in checks:
             g, m, c = (med[p][a]["rss_kib"] for a in ("glibc", "libmbuddy", "libmbuddy-check"))
@@ -320,7 +316,7 @@ def report(res, progs, names, reps, out):
         r = c / m if c and m else None
         target("%s: MBUDDY_CHECK=1 peak RSS over libmbuddy's" % p, r, CHECK_TARGET, "%.2fx" % r if r else "failed")
     lines += ["", "%d of the targets missed. Failed runs: %d." % (missed, fails), ""]
-    text = "\n".join(lines)
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
     if out:
         with open(out, "w") as f:
             f.write(text)
