@@ -421,13 +421,14 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 	}
 	int key = mb_site_key(s);
 	struct mb_site *d = NULL;
-	if ((unwind || (fl & MB_SITE_WRAPPER)) && !mb_unwinder_ready(ra)) {
+	int through_wrapper = (fl & MB_SITE_WRAPPER) && thread_unwinds;
+	if ((unwind || through_wrapper) && !mb_unwinder_ready(ra)) {
 		/* Not loaded yet, or not from here: no stack this time. */
 		unwind = 0;
 	} else if (unwind) {
 		capture();
 		d = deep_site(s, ra);
-	} else if ((fl & MB_SITE_WRAPPER) && thread_unwinds) {
+	} else if (through_wrapper) {
 		d = wrapper_deep(s, ra);
 	}
 	/* Through a wrapper, the deep site decides. */
