@@ -12,7 +12,8 @@ struct batch {
 	void *const *pc;
 	size_t n;
 	struct mb_symbol *out;
-	int seen; /* objects visited: the first is the program */
+	int seen;       /* objects visited: the first is the program */
+	uintptr_t page; /* the page size: dladdr's object start is that of its first page */
 };
 
 /* The symbols dladdr considers: not thread-local, not absolute, not
@@ -50,8 +51,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	struct batch *bt = arg;
 	int first = bt->seen++ == 0;
-	/* dladdr's object start is that of its first mapped page. */
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = UINTPTR_MAX;
+	uintptr_t page = bt->page, start = UINTPTR_MAX;
 	const ElfW(Dyn) *dyn = NULL;
 	for (int k = 0; k < info->dlpi_phnum; k++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
@@ -124,6 +124,6 @@ void mb_symbolize(void *const *pc, size_t n, struct mb_symbol *out)
 	memset(out, 0, n * sizeof *out);
 	if (!n)
 		return;
-	struct batch bt = { pc, n, out, 0 };
+	struct batch bt = { pc, n, out, 0, (uintptr_t)sysconf(_SC_PAGESIZE) };
 	dl_iterate_phdr(visit, &bt);
 }
