@@ -222,7 +222,7 @@ static struct mb_site *deep_site(struct mb_site *s, void *ra)
 			s->deep[s->ndeep++] = mb_site_index(d);
 		if (known) {
 			profile_evidence(d, &pe);
-			atomic_store(&d->slot->flags, 0);
+			atomic_store(&mb_site_slot_of(d)->flags, 0);
 			mb_site_set_type_locked(d, pe.type);
 		}
 	}
@@ -252,7 +252,7 @@ static struct mb_site *new_site(void *ra)
 			/* Start where the last run ended: its evidence and
 			 * verdict, sampling at the normal rate. */
 			profile_evidence(s, &pe);
-			atomic_store(&s->slot->flags, pe.wrapper ? MB_SITE_WRAPPER : 0);
+			atomic_store(&mb_site_slot_of(s)->flags, pe.wrapper ? MB_SITE_WRAPPER : 0);
 			mb_site_set_type_locked(s, pe.type);
 		}
 	}
@@ -411,7 +411,7 @@ static int classify(void *ra, size_t n, struct mb_site *s, int due)
 	} else if (fl & MB_SITE_LEARNING) {
 		int32_t left = atomic_fetch_sub(&s->learn_left, 1);
 		if (left <= 1)
-			atomic_fetch_and(&s->slot->flags, (uint8_t)~MB_SITE_LEARNING);
+			atomic_fetch_and(&mb_site_slot_of(s)->flags, (uint8_t)~MB_SITE_LEARNING);
 		if (left > 0) {
 			weight = 1;
 			/* Only its first: the others need no stack, and a
@@ -473,7 +473,7 @@ void mb_classify_sampled(void *p, size_t n)
 	if (!s || !mb_classify_ready)
 		return;
 	if (pending_nframes) {
-		void *ra = (void *)atomic_load(&s->slot->key);
+		void *ra = (void *)atomic_load(&mb_site_slot_of(s)->key);
 		mb_site_lock();
 		keep_frames_locked(s, ra);
 		if (d)
@@ -500,7 +500,7 @@ void mb_classify_init(void)
 		mb_profile_load(mb_opt.profile);
 	if (mb_samples_init() != 0 || mb_sites_init() != 0) {
 		/* The fast path reads no table as "off". */
-		mb_site_slots = NULL;
+		mb_site_table = 0;
 		mb_warn("cannot reserve the call-site tables; classification is off");
 		mb_opt.classify = 0;
 		return;

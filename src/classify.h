@@ -41,7 +41,7 @@ int mb_classify_site_slow(void *ra, size_t n);
  * a known, settled site in its home slot decides and no sample is due; 0
  * when mb_classify_site_slow() has to (the countdown is already counted).
  * Before the tables exist, while classification sleeps and with it off,
- * mb_site_slots is NULL; while they are being set up no key matches, and
+ * mb_site_table is 0; while they are being set up no key matches, and
  * the slow path waits for mb_classify_ready. */
 static inline int mb_classify_fast(void *ra, int *key)
 {
@@ -50,13 +50,13 @@ static inline int mb_classify_fast(void *ra, int *key)
 		*key = hint;
 		return 1;
 	}
-	struct mb_site_slot *tab = mb_site_slots;
-	if (__builtin_expect(tab == NULL, 0)) {
+	uintptr_t tab = atomic_load_explicit((_Atomic uintptr_t *)&mb_site_table, memory_order_acquire);
+	if (__builtin_expect(tab == 0, 0)) {
 		*key = MB_DEFAULT_TYPE; /* classification off, or asleep */
 		return !mb_classify_asleep || --mb_self.sample_countdown > 0;
 	}
 	if (__builtin_expect(--mb_self.sample_countdown > 0, 1)) {
-		struct mb_site_slot *s = &tab[mb_site_hash((uintptr_t)ra) & (MB_SITE_CAP - 1)];
+		struct mb_site_slot *s = &mb_site_table_slots(tab)[mb_site_hash((uintptr_t)ra) & mb_site_table_mask(tab)];
 		if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_relaxed) == (uintptr_t)ra &&
 				     !atomic_load_explicit(&s->flags, memory_order_relaxed), 1)) {
 			*key = atomic_load_explicit(&s->slab_key, memory_order_relaxed);

@@ -14,22 +14,35 @@
 
 /* Slots by hash; records in the order made, so that the pages they use
  * are as many as the sites need, not one per site. */
-struct mb_site_slot *mb_site_slots;
-static struct mb_site_slot *slots[2];
+uintptr_t mb_site_table;
+static uintptr_t tables[2];        /* slots | log2(slots), as mb_site_table */
+static struct mb_site_slot *room[2]; /* reserved for every size a table takes */
+static uint32_t room_used[2];      /* slots of room[] taken by tables so far */
+static uint32_t nsites[2];         /* sites in each table */
+static const uint32_t cap_max[2] = { MB_SITE_CAP, MB_DEEP_CAP };
+static int published;
 static struct mb_site *records; /* both tables' */
-static const uint32_t cap[2] = { MB_SITE_CAP, MB_DEEP_CAP };
 static size_t nused;
 /* Recursive: fork's prepare handler holds it while others may allocate. */
 static struct mb_lock site_lock = MB_LOCK_INITIALIZER_RECURSIVE("sites");
 /* The site each lane was given to, or NULL. */
 static struct mb_site *lane_owner[MB_NKEYS];
 
+static uintptr_t table_word(struct mb_site_slot *slots, uint32_t cap)
+{
+	return (uintptr_t)slots | (uintptr_t)__builtin_ctz(cap);
+}
+
 int mb_sites_init(void)
 {
 	for (int t = 0; t < 2; t++) {
-		if (!(slots[t] = mb_os_reserve_records((size_t)cap[t] * sizeof(struct mb_site_slot), NULL)))
+		/* MIN + 2 MIN + ... + max: every table it may grow through. */
+		size_t n = (size_t)2 * cap_max[t] - MB_SITE_CAP_MIN;
+		if (!(room[t] = mb_os_reserve_records(n * sizeof(struct mb_site_slot), NULL)))
 			return -1;
-		mb_os_set_use(slots[t], MB_USE_SITES);
+		mb_os_set_use(room[t], MB_USE_SITES);
+		room_used[t] = MB_SITE_CAP_MIN;
+		tables[t] = table_word(room[t], MB_SITE_CAP_MIN);
 	}
 	records = mb_os_reserve_records(((size_t)MB_SITE_CAP + MB_DEEP_CAP) * sizeof(struct mb_site), NULL);
 	if (!records)
@@ -40,7 +53,53 @@ int mb_sites_init(void)
 
 void mb_sites_publish(void)
 {
-	__atomic_store_n(&mb_site_slots, slots[MB_SITES_DIRECT], __ATOMIC_RELEASE);
+	mb_site_lock();
+	published = 1;
+	__atomic_store_n(&mb_site_table, tables[MB_SITES_DIRECT], __ATOMIC_RELEASE);
+	mb_site_unlock();
+}
+
+/* With the site lock held: table t twice as large, its sites moved, each
+ * record pointed at its new slot before readers are. -1 when it is as
+ * large as it gets, or a site would land beyond the probes that find it
+ * (the old table stays). */
+static int grow_locked(enum mb_site_table t)
+{
+	uintptr_t old = tables[t];
+	uint32_t cap = mb_site_table_mask(old) + 1, ncap = cap * 2;
+	if (ncap > cap_max[t])
+		return -1;
+	struct mb_site_slot *from = mb_site_table_slots(old), *to = room[t] + room_used[t];
+	for (uint32_t j = 0; j < cap; j++) {
+		uintptr_t key = atomic_load_explicit(&from[j].key, memory_order_relaxed);
+		if (!key)
+			continue;
+		uint32_t h = mb_site_hash(key), i = 0;
+		while (i < MB_SITE_PROBES && atomic_load_explicit(&to[(h + i) & (ncap - 1)].key, memory_order_relaxed))
+			i++;
+		if (i == MB_SITE_PROBES) {
+			mb_os_release(to, (size_t)ncap * sizeof *to);
+			return -1;
+		}
+		struct mb_site_slot *sl = &to[(h + i) & (ncap - 1)];
+		atomic_store_explicit(&sl->slab_key, atomic_load(&from[j].slab_key), memory_order_relaxed);
+		atomic_store_explicit(&sl->flags, atomic_load(&from[j].flags), memory_order_relaxed);
+		sl->site = from[j].site;
+		atomic_store_explicit(&sl->key, key, memory_order_relaxed);
+	}
+	room_used[t] += ncap;
+	for (uint32_t j = 0; j < ncap; j++)
+		if (atomic_load_explicit(&to[j].key, memory_order_relaxed))
+			__atomic_store_n(&records[to[j].site].slot, &to[j], __ATOMIC_RELEASE);
+	tables[t] = table_word(to, ncap);
+	if (t == MB_SITES_DIRECT && published)
+		__atomic_store_n(&mb_site_table, tables[t], __ATOMIC_RELEASE);
+	else
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* A reader still in the old table reads zeros there: no key, so it
+	 * takes the slow path, which finds the site in the new one. */
+	mb_os_release(from, (size_t)cap * sizeof *from);
+	return 0;
 }
 
 void mb_site_lock(void)
@@ -55,9 +114,11 @@ void mb_site_unlock(void)
 
 struct mb_site *mb_site_lookup(enum mb_site_table t, uintptr_t key)
 {
-	uint32_t h = mb_site_hash(key);
+	uintptr_t tw = __atomic_load_n(&tables[t], __ATOMIC_ACQUIRE);
+	struct mb_site_slot *slots = mb_site_table_slots(tw);
+	uint32_t h = mb_site_hash(key), mask = mb_site_table_mask(tw);
 	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
-		struct mb_site_slot *sl = &slots[t][(h + i) & (cap[t] - 1)];
+		struct mb_site_slot *sl = &slots[(h + i) & mask];
 		uintptr_t k = atomic_load_explicit(&sl->key, memory_order_acquire);
 		if (k == key)
 			return &records[sl->site];
@@ -70,33 +131,45 @@ struct mb_site *mb_site_lookup(enum mb_site_table t, uintptr_t key)
 struct mb_site *mb_site_insert_locked(enum mb_site_table t, uintptr_t key, int *created)
 {
 	*created = 0;
-	uint32_t h = mb_site_hash(key);
-	for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
-		struct mb_site_slot *sl = &slots[t][(h + i) & (cap[t] - 1)];
-		uintptr_t k = atomic_load_explicit(&sl->key, memory_order_relaxed);
-		if (k == key)
-			return &records[sl->site];
-		if (k != 0)
-			continue;
-		struct mb_site *s = &records[nused];
-		s->slot = sl;
-		s->lane = -1;
-		s->is_deep = t == MB_SITES_DEEP;
-		if (!s->is_deep) {
-			/* Its own return address heads its stack, unwound or not. */
-			s->frames[0] = (void *)key;
-			s->nframes = 1;
+	struct mb_site *found = mb_site_lookup(t, key);
+	if (found)
+		return found;
+	/* More than an eighth full: twice the slots, so that nearly every
+	 * site sits in its home slot, the only one the fast path reads. */
+	if ((nsites[t] + 1) * 8 > mb_site_table_mask(tables[t]) + 1)
+		grow_locked(t);
+	for (;;) {
+		uintptr_t tw = tables[t];
+		struct mb_site_slot *slots = mb_site_table_slots(tw);
+		uint32_t h = mb_site_hash(key), mask = mb_site_table_mask(tw);
+		for (unsigned i = 0; i < MB_SITE_PROBES; i++) {
+			struct mb_site_slot *sl = &slots[(h + i) & mask];
+			if (atomic_load_explicit(&sl->key, memory_order_relaxed) != 0)
+				continue;
+			struct mb_site *s = &records[nused];
+			s->slot = sl;
+			s->lane = -1;
+			s->is_deep = t == MB_SITES_DEEP;
+			if (!s->is_deep) {
+				/* Its own return address heads its stack, unwound or not. */
+				s->frames[0] = (void *)key;
+				s->nframes = 1;
+			}
+			sl->site = (uint32_t)nused++;
+			nsites[t]++;
+			atomic_store_explicit(&sl->slab_key, MB_DEFAULT_TYPE, memory_order_relaxed);
+			atomic_store_explicit(&sl->flags, MB_SITE_LEARNING, memory_order_relaxed);
+			atomic_store_explicit(&s->learn_left, MB_LEARN_SAMPLES, memory_order_relaxed);
+			*created = 1;
+			/* Published last: a reader that finds the key finds the rest. */
+			atomic_store_explicit(&sl->key, key, memory_order_release);
+			return s;
 		}
-		sl->site = (uint32_t)nused++;
-		atomic_store_explicit(&sl->slab_key, MB_DEFAULT_TYPE, memory_order_relaxed);
-		atomic_store_explicit(&sl->flags, MB_SITE_LEARNING, memory_order_relaxed);
-		atomic_store_explicit(&s->learn_left, MB_LEARN_SAMPLES, memory_order_relaxed);
-		*created = 1;
-		/* Published last: a reader that finds the key finds the rest. */
-		atomic_store_explicit(&sl->key, key, memory_order_release);
-		return s;
+		/* The probes around this key are taken: a larger table, or
+		 * the site stays unseen. */
+		if (grow_locked(t) != 0)
+			return NULL;
 	}
-	return NULL; /* table full around this key: the site stays unseen */
 }
 
 size_t mb_site_count_locked(void)

@@ -29,9 +29,13 @@
 #include "reclaim_type.h"
 
 /* Slots of the direct sites (the fast path's table) and of the deep
- * ones. A site touches the page of its slot: the tables stay small. */
+ * ones, at most. A site touches the page of its slot, so a table starts
+ * at a few pages (MB_SITE_CAP_MIN slots) and doubles while its sites
+ * fill more than an eighth of it: a short process with fifty sites
+ * touches 4 pages of slots, not 50. */
 #define MB_SITE_CAP (1u << 14)
 #define MB_DEEP_CAP (1u << 13)
+#define MB_SITE_CAP_MIN (1u << 10)
 #define MB_SITE_PROBES 32
 #define MB_NFRAMES 8      /* frames an unwind takes */
 #define MB_SITE_FRAMES 4  /* frames a site keeps, from its return address on */
@@ -76,9 +80,22 @@ struct mb_site {
 	uint32_t deep[MB_MAX_DEEP]; /* its deep sites (mb_site_nth_locked) */
 };
 
-/* The direct sites' slots, NULL while classification is off or not set
- * up: the fast path's table. */
-extern struct mb_site_slot *mb_site_slots;
+/* The direct sites' slots, the fast path's table: its address (page
+ * aligned) with log2 of its slots in the low bits, one word so that a
+ * reader never pairs a table with another's size. 0 while
+ * classification is off or not set up. A table that grew stays mapped
+ * (its pages given back): a reader still in it finds no key there. */
+extern uintptr_t mb_site_table;
+#define MB_SITE_TABLE_BITS 31u
+
+static inline struct mb_site_slot *mb_site_table_slots(uintptr_t t)
+{
+	return (struct mb_site_slot *)(t & ~(uintptr_t)MB_SITE_TABLE_BITS);
+}
+static inline uint32_t mb_site_table_mask(uintptr_t t)
+{
+	return ((uint32_t)1 << (t & MB_SITE_TABLE_BITS)) - 1;
+}
 
 static inline uint32_t mb_site_hash(uintptr_t k)
 {
@@ -89,7 +106,7 @@ enum mb_site_table { MB_SITES_DIRECT, MB_SITES_DEEP };
 
 /* Reserve the tables (nothing is touched until used); -1 without memory. */
 int mb_sites_init(void);
-/* The fast path reads the tables from now on (mb_site_slots). */
+/* The fast path reads the tables from now on (mb_site_table). */
 void mb_sites_publish(void);
 
 /* The site of key in a table, or NULL; without the lock. */
@@ -107,13 +124,18 @@ struct mb_site *mb_site_nth_locked(size_t i);
 /* s's place in that order. */
 uint32_t mb_site_index(const struct mb_site *s);
 
+/* Its slot: moved under the site lock when its table grows. */
+static inline struct mb_site_slot *mb_site_slot_of(const struct mb_site *s)
+{
+	return __atomic_load_n(&s->slot, __ATOMIC_ACQUIRE);
+}
 static inline int mb_site_key(const struct mb_site *s)
 {
-	return atomic_load_explicit(&s->slot->slab_key, memory_order_relaxed);
+	return atomic_load_explicit(&mb_site_slot_of(s)->slab_key, memory_order_relaxed);
 }
 static inline int mb_site_flags(const struct mb_site *s)
 {
-	return atomic_load_explicit(&s->slot->flags, memory_order_relaxed);
+	return atomic_load_explicit(&mb_site_slot_of(s)->flags, memory_order_relaxed);
 }
 static inline int mb_site_type(const struct mb_site *s)
 {

@@ -40,7 +40,7 @@ struct row {
 
 void mb_site_report_write(struct mb_out *o, int json)
 {
-	if (!mb_site_slots)
+	if (!mb_site_table)
 		return;
 	struct mb_site *top[TOP_SITES];
 	static struct row rows[TOP_SITES]; /* the report is written under its own lock */

@@ -19,8 +19,8 @@ static int in_code(uintptr_t a, const struct mb_module *gone, size_t n)
 static int site_in_code(const struct mb_site *s, const struct mb_module *gone, size_t n)
 {
 	if (!s->is_deep)
-		return in_code(atomic_load(&s->slot->key), gone, n);
-	uintptr_t wrapper = atomic_load(&s->parent->slot->key);
+		return in_code(atomic_load(&mb_site_slot_of(s)->key), gone, n);
+	uintptr_t wrapper = atomic_load(&mb_site_slot_of(s->parent)->key);
 	if (in_code(wrapper, gone, n))
 		return 1;
 	for (int k = 0; k < s->nframes; k++)

@@ -673,3 +673,68 @@ TEST(rules_limits)
 	snprintf(r + n, sizeof r - n, "sym:none31=short,lib:test_site=pinned");
 	RULES(r, -1, -1, 1);
 }
+
+/* ---- the slot tables ---- */
+
+/* Whether the fast path (classify.h) finds s in its home slot. */
+static int at_home(uintptr_t table, const struct mb_site *s, uintptr_t ra)
+{
+	const struct mb_site_slot *home = &mb_site_table_slots(table)[mb_site_hash(ra) & mb_site_table_mask(table)];
+	return home == mb_site_slot_of(s) && atomic_load(&home->key) == ra;
+}
+
+/* A table starts at MB_SITE_CAP_MIN slots and doubles while its sites
+ * fill more than an eighth of it, up to its maximum. Every site moves
+ * with its key, flags and record; the old table reads as zeros (a reader
+ * still in it finds nothing and takes the slow path); the fast path's
+ * word follows the direct table once published. */
+TEST(tables_grow_and_keep_every_site)
+{
+	tables();
+	mb_sites_publish();
+	uintptr_t first = mb_site_table;
+	ASSERT_NE(first, 0);
+	ASSERT_EQ(mb_site_table_mask(first) + 1, MB_SITE_CAP_MIN);
+	enum { N = 3000, NDEEP = 1500 };
+	static struct mb_site *s[N + NDEEP];
+	static uintptr_t ra[N + NDEEP];
+	for (unsigned i = 0; i < N + NDEEP; i++) {
+		enum mb_site_table t = i < N ? MB_SITES_DIRECT : MB_SITES_DEEP;
+		int created = 0;
+		ra[i] = 0x7e0000000000 + (uintptr_t)i * 0x35;
+		mb_site_lock();
+		s[i] = mb_site_insert_locked(t, ra[i], &created);
+		if (s[i] && i % 7 == 0)
+			mb_site_pin_locked(s[i], MB_KERNNORCLM);
+		mb_site_unlock();
+		ASSERT_NE(s[i], NULL);
+		ASSERT_EQ(created, 1);
+	}
+	uintptr_t now = mb_site_table;
+	/* 3000 sites ask for 24,000 slots: the largest table. */
+	ASSERT_EQ(mb_site_table_mask(now) + 1, MB_SITE_CAP);
+	/* The first table's pages went back: its slots read as zeros. */
+	const struct mb_site_slot *old = mb_site_table_slots(first);
+	for (unsigned j = 0; j < MB_SITE_CAP_MIN; j++)
+		ASSERT_EQ(atomic_load(&old[j].key), 0);
+	unsigned home = 0;
+	for (unsigned i = 0; i < N + NDEEP; i++) {
+		enum mb_site_table t = i < N ? MB_SITES_DIRECT : MB_SITES_DEEP;
+		ASSERT_EQ(mb_site_lookup(t, ra[i]), s[i]);
+		ASSERT_EQ(atomic_load(&mb_site_slot_of(s[i])->key), ra[i]);
+		ASSERT_EQ(mb_site_key(s[i]), i % 7 == 0 ? MB_KERNNORCLM : MB_DEFAULT_TYPE);
+		ASSERT_EQ(mb_site_flags(s[i]), i % 7 == 0 ? MB_SITE_PINNED : MB_SITE_LEARNING);
+		ASSERT_EQ(s[i]->is_deep, t == MB_SITES_DEEP);
+		if (t == MB_SITES_DIRECT)
+			home += at_home(now, s[i], ra[i]);
+	}
+	/* At most a fifth of a table in use: nearly every site is at home. */
+	if (home * 10 < N * 9)
+		FAIL("%u of %u direct sites in their home slot", home, (unsigned)N);
+	/* A key seen again is the same site, in the grown table too. */
+	int created = 1;
+	mb_site_lock();
+	ASSERT_EQ(mb_site_insert_locked(MB_SITES_DIRECT, ra[5], &created), s[5]);
+	mb_site_unlock();
+	ASSERT_EQ(created, 0);
+}
