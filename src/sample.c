@@ -10,7 +10,11 @@
 #include <string.h>
 
 #define SAMPLE_CAP (1u << 16)
-#define SAMPLE_BUCKETS (1u << 14)
+/* The bucket table starts at one page and doubles while it holds more
+ * than two live samples a bucket: a short process touches one page of it,
+ * not sixteen. */
+#define SAMPLE_BUCKETS_MIN (1u << 10)
+#define SAMPLE_BUCKETS_MAX (1u << 14)
 #define NIL UINT32_MAX
 /* The bucket chains and the free list link sample i as i + 1, so that 0
  * ends a chain: the bucket table needs no set-up, and a process that
@@ -33,8 +37,9 @@ struct sample {
 };
 
 static struct sample *samples;
-static uint32_t *buckets;
-static uint32_t free_sample /* a link */, nsamples;
+static uint32_t *buckets, nbuckets;
+static uint32_t *bucket_room; /* every size the bucket table takes, in turn */
+static uint32_t free_sample /* a link */, nsamples, nlive;
 /* Live samples by age, oldest first: the young ones wait for the young
  * threshold, the lasting ones for the old one. So aging looks only at
  * the samples whose turn has come. */
@@ -46,17 +51,37 @@ static struct queue queues[2] = { { NIL, NIL }, { NIL, NIL } };
 int mb_samples_init(void)
 {
 	samples = mb_os_reserve_records((size_t)SAMPLE_CAP * sizeof(struct sample), NULL);
-	buckets = mb_os_reserve_records(SAMPLE_BUCKETS * sizeof(uint32_t), NULL);
-	if (!samples || !buckets)
+	bucket_room = mb_os_reserve_records((2 * SAMPLE_BUCKETS_MAX - SAMPLE_BUCKETS_MIN) * sizeof(uint32_t), NULL);
+	if (!samples || !bucket_room)
 		return -1;
 	mb_os_set_use(samples, MB_USE_SAMPLES);
-	mb_os_set_use(buckets, MB_USE_SAMPLES);
+	mb_os_set_use(bucket_room, MB_USE_SAMPLES);
+	buckets = bucket_room;
+	nbuckets = SAMPLE_BUCKETS_MIN;
 	return 0;
 }
 
 static uint32_t bucket_of(uintptr_t a)
 {
-	return mb_site_hash(a) & (SAMPLE_BUCKETS - 1);
+	return mb_site_hash(a) & (nbuckets - 1);
+}
+
+/* With the site lock held: twice the buckets, every chain rehashed, the
+ * old table's pages given back. */
+static void grow_buckets_locked(void)
+{
+	uint32_t *old = buckets, n = nbuckets;
+	buckets = old + n; /* the next size, right after this one in the room */
+	nbuckets = n * 2;
+	for (uint32_t b = 0; b < n; b++)
+		for (uint32_t l = old[b], next; l; l = next) {
+			struct sample *e = &samples[UNLINK(l)];
+			next = e->next;
+			uint32_t nb = bucket_of(e->addr);
+			e->next = buckets[nb];
+			buckets[nb] = l;
+		}
+	mb_os_release(old, n * sizeof *old);
 }
 
 static void q_append(struct queue *q, uint32_t i)
@@ -205,6 +230,8 @@ void mb_sample_add(void *p, size_t n, struct mb_site *s, struct mb_site *d, uint
 		e->bytes = (int64_t)(n * weight);
 		e->age = AGE_YOUNG;
 		e->in_default = key == MB_DEFAULT_TYPE;
+		if (++nlive > 2 * nbuckets && nbuckets < SAMPLE_BUCKETS_MAX)
+			grow_buckets_locked();
 		uint32_t b = bucket_of(e->addr);
 		e->next = buckets[b];
 		buckets[b] = LINK(i);
@@ -261,6 +288,7 @@ void mb_sample_freed(const void *p)
 		*link = e->next;
 		e->next = free_sample;
 		free_sample = LINK(i);
+		nlive--;
 		break;
 	}
 	mb_samples_age_locked();

@@ -541,6 +541,27 @@ TEST(samples_age_into_a_verdict)
 	ASSERT(is_default(s));
 }
 
+/* The bucket table of live samples starts at one page and doubles past
+ * two samples a bucket: after two doublings every sample is still found
+ * when its object is freed, and credited once. */
+TEST(samples_found_after_the_buckets_grow)
+{
+	heap();
+	struct mb_site *s = site();
+	enum { N = 5000 };
+	static void *p[N];
+	for (int i = 0; i < N; i++) {
+		p[i] = obj(4 << 10);
+		mb_sample_add(p[i], 4 << 10, s, NULL, 1, mb_site_key(s));
+	}
+	ASSERT_EQ(s->samples, N);
+	ASSERT_EQ(s->live_estimate, (int64_t)N * (4 << 10));
+	for (int i = N - 1; i >= 0; i--)
+		drop(p[i]);
+	ASSERT_EQ(s->freed, N);
+	ASSERT_EQ(s->live_estimate, 0);
+}
+
 /* ---- MBUDDY_RULES, each parse in a child ---- */
 
 static void own_function(void)
