@@ -46,6 +46,24 @@ static int in_object(const struct dl_phdr_info *info, uintptr_t pc)
 	return 0;
 }
 
+/* Bits of the bitmap of pages that hold an address (a hash of the page:
+ * two pages may share a bit, which costs a bisection, never an answer). */
+#define PAGE_BITS 4096u
+
+/* Whether a page of [a, z] (offsets from the lowest address) has its
+ * bit set; a span of more pages than the bitmap has bits always has. */
+static int on_marked_page(const uint64_t *pages, uintptr_t a, uintptr_t z)
+{
+	if ((z >> 12) - (a >> 12) >= PAGE_BITS)
+		return 1;
+	for (uintptr_t p = a >> 12; p <= z >> 12; p++) {
+		size_t pg = p & (PAGE_BITS - 1);
+		if (pages[pg / 64] & (uint64_t)1 << (pg % 64))
+			return 1;
+	}
+	return 0;
+}
+
 static int visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -86,6 +104,15 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
 			mine[k] = mine[k - 1];
 			mine[k - 1] = t;
 		}
+	/* The pages that hold an address, hashed into a bitmap: most
+	 * symbols of a large library lie between the lowest and highest
+	 * address but on no page of one, and are passed over with no
+	 * bisection. */
+	uint64_t pages[PAGE_BITS / 64] = { 0 };
+	for (size_t j = 0; j < nmine; j++) {
+		size_t pg = (((uintptr_t)bt->pc[mine[j]] - lo) >> 12) & (PAGE_BITS - 1);
+		pages[pg / 64] |= (uint64_t)1 << (pg % 64);
+	}
 	/* One pass over the table for every address of this object; the
 	 * greatest start wins, as in dladdr. The GNU hash table leaves out
 	 * the symbols below its first hashed index, and so does dladdr. */
@@ -95,7 +122,8 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
 	for (size_t k = from; k < nsyms; k++) {
 		const ElfW(Sym) *s = &e.symtab[k];
 		uintptr_t v = info->dlpi_addr + s->st_value, end = v + (s->st_size ? s->st_size : 1);
-		if (v > hi || end <= lo || !considered(s))
+		if (v > hi || end <= lo || !on_marked_page(pages, v > lo ? v - lo : 0, (end <= hi ? end - 1 : hi) - lo) ||
+		    !considered(s))
 			continue;
 		size_t a = 0, b = nmine; /* the first address at or above v */
 		while (a < b) {
