@@ -134,9 +134,11 @@ struct mb_site *mb_site_insert_locked(enum mb_site_table t, uintptr_t key, int *
 	struct mb_site *found = mb_site_lookup(t, key);
 	if (found)
 		return found;
-	/* More than an eighth full: twice the slots, so that nearly every
-	 * site sits in its home slot, the only one the fast path reads. */
-	if ((nsites[t] + 1) * 8 > mb_site_table_mask(tables[t]) + 1)
+	/* More than a sixteenth full: twice the slots, so that nearly every
+	 * site sits in its home slot, the only one the fast path reads (a
+	 * site displaced by a collision takes the slow path at every
+	 * allocation; at this load, one in thirty). */
+	if ((nsites[t] + 1) * 16 > mb_site_table_mask(tables[t]) + 1)
 		grow_locked(t);
 	for (;;) {
 		uintptr_t tw = tables[t];

@@ -31,7 +31,7 @@
 /* Slots of the direct sites (the fast path's table) and of the deep
  * ones, at most. A site touches the page of its slot, so a table starts
  * at a few pages (MB_SITE_CAP_MIN slots) and doubles while its sites
- * fill more than an eighth of it: a short process with fifty sites
+ * fill more than a sixteenth of it: a short process with fifty sites
  * touches 4 pages of slots, not 50. */
 #define MB_SITE_CAP (1u << 14)
 #define MB_DEEP_CAP (1u << 13)

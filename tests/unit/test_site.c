@@ -705,7 +705,7 @@ static int at_home(uintptr_t table, const struct mb_site *s, uintptr_t ra)
 }
 
 /* A table starts at MB_SITE_CAP_MIN slots and doubles while its sites
- * fill more than an eighth of it, up to its maximum. Every site moves
+ * fill more than a sixteenth of it, up to its maximum. Every site moves
  * with its key, flags and record; the old table reads as zeros (a reader
  * still in it finds nothing and takes the slow path); the fast path's
  * word follows the direct table once published. */
@@ -732,7 +732,7 @@ TEST(tables_grow_and_keep_every_site)
 		ASSERT_EQ(created, 1);
 	}
 	uintptr_t now = mb_site_table;
-	/* 3000 sites ask for 24,000 slots: the largest table. */
+	/* 3000 sites ask for 48,000 slots: the largest table. */
 	ASSERT_EQ(mb_site_table_mask(now) + 1, MB_SITE_CAP);
 	/* The first table's pages went back: its slots read as zeros. */
 	const struct mb_site_slot *old = mb_site_table_slots(first);
