@@ -48,6 +48,8 @@ struct mb_heap {
 				      * never where the system has no THP, or
 				      * it is set to never */
 	int thp;                     /* the system's setting, enum mb_os_thp */
+	uint64_t hp_after_ms;        /* no collapse pass before this: they take
+				      * at most 2% of the run (purge.c) */
 };
 
 /* Huge pages (buddy.h): a unit is a candidate once this many of its 512

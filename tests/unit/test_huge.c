@@ -29,6 +29,13 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 /* AnonHugePages (or Rss) of the heap region, in bytes, from smaps. */
 static size_t region_kib(const char *field)
 {
@@ -163,6 +170,54 @@ TEST(purge_keeps_dense_huge_units)
 	ASSERT_BUDDY(B);
 	ASSERT_EQ(anon_huge(), 0);
 	ASSERT_LT(region_rss(), rss - 2 * MiB);
+}
+
+/* The collapses take at most 2% of the run: a pass that took d ms puts
+ * the next off to 49 d after its end, and the purge's next due time says
+ * so. Sixteen dense units: the first pass collapses eight; while the wait
+ * lasts (made a minute here, so that a slow machine cannot outlive it)
+ * a purge collapses none; once it is over, the other eight. */
+TEST(collapses_wait_fifty_times_their_cost)
+{
+	setup(10000);
+	static void *more[2 * NOBJ];
+	for (size_t i = 0; i < 2 * NOBJ; i++) {
+		more[i] = mb_large_alloc(OBJ, 0, MB_KERNNORCLM, 0);
+		ASSERT_NE(more[i], NULL);
+		memset(more[i], (int)i + 1, OBJ);
+	}
+	ASSERT_EQ(B->hp_pending, 16);
+	sleep_ms(MB_HP_SETTLE_MS + 20);
+	uint64_t t0 = mb_now_ms(), us0 = now_us();
+	mb_purge(0);
+	uint64_t t1 = mb_now_ms(), us1 = now_us();
+	ASSERT_BUDDY(B);
+	if (!B->hp_on || B->count.hp_collapsed < 8)
+		SKIP("the kernel collapsed %llu of 8 units", (unsigned long long)B->count.hp_collapsed);
+	/* The wait is 49 times the pass: after one of a few microseconds (a
+	 * kernel that collapses with no copy) the purge may look again past
+	 * it. A purge of a millisecond or more leaves a wait of 49 ms at
+	 * least, which the second pass could not have outlived. */
+	if (B->count.hp_asked != 8 && us1 - us0 < 1000)
+		SKIP("the kernel collapsed 16 units in %llu us: no wait to see", (unsigned long long)(us1 - us0));
+	/* t0 and t1 are on the coarse clock: a tick (up to 10 ms) either side. */
+	uint64_t after = mb_heap.hp_after_ms;
+	ASSERT_GT(after, t0);
+	ASSERT_LE(after, t1 + 49 * (t1 - t0 + 10) + 1);
+	mb_heap.hp_after_ms = mb_now_ms() + 60000;
+	ASSERT_GE(mb_purge_next_due(), mb_heap.hp_after_ms);
+	mb_purge(0);
+	ASSERT_EQ(B->count.hp_asked, 8);
+	ASSERT_EQ(B->hp_pending, 8);
+	mb_heap.hp_after_ms = mb_now_ms();
+	mb_purge(0);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->count.hp_asked, 16);
+	ASSERT_EQ(B->hp_pending, 0);
+	for (size_t i = 0; i < 2 * NOBJ; i++) {
+		ASSERT_EQ(((unsigned char *)more[i])[OBJ - 1], (unsigned char)(i + 1));
+		mb_large_free(more[i], &B->pages[mb_buddy_page_index(B, more[i])]);
+	}
 }
 
 /* Refused: asked again once after the settle time, then never, and the
