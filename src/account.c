@@ -368,10 +368,8 @@ static struct mb_lock peak_lock = MB_LOCK_INITIALIZER("account_peak");
  * heap, and /proc/self/smaps, which makes the kernel walk every page
  * table) would be a tenth of its run. */
 #define PEAK_FIRST_MS 50
-/* After an account that took d ms, the next look waits PEAK_COST_FACTOR
- * d: the peak's accounts take at most 2% of the run, however large the
- * process. */
-#define PEAK_COST_FACTOR 49
+/* After an account, the next look waits mb_cost_wait_ms() of it: the
+ * peak's accounts take at most 2% of the run, however large the process. */
 
 void mb_account_watch_peak(void)
 {
@@ -382,6 +380,7 @@ void mb_account_watch_peak(void)
 	    mb_lock_try(&peak_lock) != 0)
 		return;
 	__atomic_store_n(&next_look_ms, now + PEAK_LOOK_MS, __ATOMIC_RELAXED);
+	uint64_t start_us = mb_now_us();
 	uint64_t rss = mb_read_rss();
 	if (rss >= PEAK_MIN && rss > PEAK_STEP(peak_rss_seen)) {
 		static struct mb_account a; /* under peak_lock */
@@ -390,9 +389,9 @@ void mb_account_watch_peak(void)
 			have_peak = 1;
 			peak_rss_seen = a.rss;
 		}
-		uint64_t took = mb_now_ms() - now;
-		if (took * PEAK_COST_FACTOR > PEAK_LOOK_MS)
-			__atomic_store_n(&next_look_ms, now + took * (PEAK_COST_FACTOR + 1), __ATOMIC_RELAXED);
+		uint64_t wait = mb_cost_wait_ms(mb_now_us() - start_us);
+		if (wait > PEAK_LOOK_MS)
+			__atomic_store_n(&next_look_ms, mb_now_ms() + wait, __ATOMIC_RELAXED);
 	}
 	mb_lock_release(&peak_lock);
 }

@@ -17,6 +17,18 @@ uint64_t mb_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t mb_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t mb_cost_wait_ms(uint64_t took_us)
+{
+	return (took_us * 49 + 999) / 1000;
+}
+
 void mb_heap_fork_child(void)
 {
 	mb_lock_after_fork_child(&mb_heap.lock, 1);

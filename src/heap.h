@@ -77,6 +77,14 @@ void mb_heap_fork_child(void);
 
 /* Milliseconds on a coarse monotonic clock. */
 uint64_t mb_now_ms(void);
+/* Microseconds on the precise monotonic clock: for timing work that may
+ * take less than a tick of mb_now_ms()'s. */
+uint64_t mb_now_us(void);
+/* Background work (an account of the peak, a pass of huge-page
+ * collapses) that took took_us is not run again for this many ms after
+ * it ended: 49 times its cost, so that it takes at most 2% of the run,
+ * however large the process. */
+uint64_t mb_cost_wait_ms(uint64_t took_us);
 
 /* With the heap lock held, before freeing to the buddy: the time the buddy
  * stamps on pageblocks that fall idle (the decay counts from it). */

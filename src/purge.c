@@ -9,7 +9,6 @@
 #include "theap.h"
 
 #include <errno.h>
-#include <time.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -110,23 +109,13 @@ static size_t sweep(int force, uint64_t now, size_t budget)
 
 /* Collapses per pass: each copies up to 2 MiB, with no lock held. */
 #define HUGE_PASS_UNITS 8
-/* After a pass that took d ms, the next waits HUGE_COST_FACTOR d: the
- * collapses take at most 2% of the process's run. A collapse copies its
- * 2 MiB with the address space's lock held for writing, so the program's
- * page faults wait meanwhile: sqlite3 building a 100 MiB database had
- * 64 collapses of 2-6 ms each in a run of 1.2 s, 10% of its time, for a
+/* After a pass, the next waits mb_cost_wait_ms() of it: the collapses
+ * take at most 2% of the process's run. A collapse copies its 2 MiB with
+ * the address space's lock held for writing, so the program's page
+ * faults wait meanwhile: sqlite3 building a 100 MiB database had 64
+ * collapses of 2-6 ms each in a run of 1.2 s, 10% of its time, for a
  * lookup phase too short to win it back. A long-lived program still gets
  * every dense unit collapsed, over 50 times as long. */
-#define HUGE_COST_FACTOR 49
-
-/* Microseconds on the precise monotonic clock: a pass can take less than
- * a tick of mb_now_ms()'s coarse one. */
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 /* Dense units that have waited long enough are collapsed, the purge lock
  * held (no release runs meanwhile), no allocator lock. Returns the units
@@ -138,7 +127,7 @@ static size_t huge_pass(size_t max)
 	if (__atomic_load_n(&b->hp_due, __ATOMIC_SEQ_CST) > now ||
 	    __atomic_load_n(&mb_heap.hp_after_ms, __ATOMIC_RELAXED) > now)
 		return 0;
-	uint64_t start = now_us();
+	uint64_t start = mb_now_us();
 	size_t units[HUGE_PASS_UNITS];
 	int err[HUGE_PASS_UNITS];
 	if (max > HUGE_PASS_UNITS)
@@ -160,11 +149,9 @@ static size_t huge_pass(size_t max)
 		}
 	}
 	mb_heap_unlock();
-	if (n) {
-		uint64_t took_us = now_us() - start;
-		__atomic_store_n(&mb_heap.hp_after_ms, mb_now_ms() + (took_us * HUGE_COST_FACTOR + 999) / 1000,
+	if (n)
+		__atomic_store_n(&mb_heap.hp_after_ms, mb_now_ms() + mb_cost_wait_ms(mb_now_us() - start),
 				 __ATOMIC_RELAXED);
-	}
 	return n;
 }
 
