@@ -91,11 +91,9 @@ static int grow_locked(enum mb_site_table t)
 	for (uint32_t j = 0; j < ncap; j++)
 		if (atomic_load_explicit(&to[j].key, memory_order_relaxed))
 			__atomic_store_n(&records[to[j].site].slot, &to[j], __ATOMIC_RELEASE);
-	tables[t] = table_word(to, ncap);
+	__atomic_store_n(&tables[t], table_word(to, ncap), __ATOMIC_RELEASE);
 	if (t == MB_SITES_DIRECT && published)
 		__atomic_store_n(&mb_site_table, tables[t], __ATOMIC_RELEASE);
-	else
-		__atomic_thread_fence(__ATOMIC_RELEASE);
 	/* A reader still in the old table reads zeros there: no key, so it
 	 * takes the slow path, which finds the site in the new one. */
 	mb_os_release(from, (size_t)cap * sizeof *from);
