@@ -24,8 +24,9 @@ static struct mb_lock orphan_lock = MB_LOCK_INITIALIZER_RECURSIVE("orphan");
 
 /* ---- the bins a heap uses ---- */
 
-/* The next bin after i (k * 64 + c) marked in used[], or -1: walks visit
- * for (int i = -1; (i = next_bin(used, i)) >= 0;). */
+/* The next bin after i (k * 64 + c, whatever MB_NCLASSES is) marked in
+ * used[], or -1: walks visit for (int i = -1; (i = next_bin(used, i)) >= 0;)
+ * and take the bin's key and class with used_key() and used_class(). */
 static int next_bin(const uint64_t *used, int i)
 {
 	for (i++; i < MB_NKEYS * 64; i = (i | 63) + 1) {
@@ -34,6 +35,16 @@ static int next_bin(const uint64_t *used, int i)
 			return i + __builtin_ctzll(m);
 	}
 	return -1;
+}
+
+static int used_key(int i)
+{
+	return i >> 6;
+}
+
+static unsigned used_class(int i)
+{
+	return (unsigned)i & 63;
 }
 
 static void mark_bits(uint64_t *used, int k, unsigned c)
@@ -329,7 +340,7 @@ unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
 {
 	unsigned put = 0;
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-		struct mb_tcache *tc = &h->tc[b];
+		struct mb_tcache *tc = &h->tc[used_key(b) * MB_NCLASSES + used_class(b)];
 		while (tc->n) {
 			void *p = tc->e[--tc->n].p;
 			struct mb_slab *s = mb_theap_slab_of(p);
@@ -431,7 +442,7 @@ struct mb_theap *mb_theap_create(void)
 	/* The thread cache's capacities, as they are now (a test changes
 	 * them between heaps); a bin not used yet gets its own when it is. */
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;)
-		h->tc[b].cap = mb_classes[b & 63].cache_cap;
+		h->tc[used_key(b) * MB_NCLASSES + used_class(b)].cap = mb_classes[used_class(b)].cache_cap;
 	h->flushed_ms = mb_now_ms();
 	return h;
 }
@@ -467,8 +478,8 @@ static int give_back_empty(struct mb_theap *h, int key, unsigned c)
 static void let_go_all(struct mb_theap *h)
 {
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-		int k = b >> 6;
-		unsigned c = (unsigned)b & 63;
+		int k = used_key(b);
+		unsigned c = used_class(b);
 		struct mb_bin *bin = &h->bin[k][c];
 		if (bin->cur != &mb_slab_none) {
 			struct mb_slab *s = bin->cur;
@@ -494,8 +505,8 @@ static void let_go_all(struct mb_theap *h)
 static void fold_counters(struct mb_theap *h)
 {
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-		int k = b >> 6;
-		unsigned c = (unsigned)b & 63;
+		int k = used_key(b);
+		unsigned c = used_class(b);
 		struct mb_bin *bin = &h->bin[k][c];
 		mark_bits(exited_used, k, c);
 		__atomic_fetch_add(&exited.nalloc[k][c], bin->nalloc, __ATOMIC_RELAXED);
@@ -563,8 +574,8 @@ int mb_theap_give_back(struct mb_theap *h)
 	any |= mb_runcache_flush(&h->runs) != 0;
 	mb_lock_acquire(&h->lock);
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-		int k = b >> 6;
-		unsigned c = (unsigned)b & 63;
+		int k = used_key(b);
+		unsigned c = used_class(b);
 		struct mb_bin *bin = &h->bin[k][c];
 		struct mb_slab *s = bin->cur;
 		if (s != &mb_slab_none && remote_pending(s))
@@ -621,8 +632,8 @@ size_t mb_theap_purge(size_t budget, unsigned *failed)
 		 * empty slabs the owner kept go back to the buddy whole: a
 		 * sweep period after they emptied at most. */
 		for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-			int k = b >> 6;
-			unsigned c = (unsigned)b & 63;
+			int k = used_key(b);
+			unsigned c = used_class(b);
 			give_back_empty(h, k, c);
 			released += release_list(&h->partial[k][c], budget - released, failed);
 			released += release_list(&h->full[k][c], budget - released, failed);
@@ -639,8 +650,8 @@ size_t mb_theap_purge(size_t budget, unsigned *failed)
 static void add_classes(struct mb_class_counts *out, const struct mb_class_counts *in, const uint64_t *used)
 {
 	for (int b = -1; (b = next_bin(used, b)) >= 0;) {
-		int k = b >> 6;
-		unsigned c = (unsigned)b & 63;
+		int k = used_key(b);
+		unsigned c = used_class(b);
 		out->nalloc[k][c] += __atomic_load_n(&in->nalloc[k][c], __ATOMIC_RELAXED);
 		out->nfree[k][c] += __atomic_load_n(&in->nfree[k][c], __ATOMIC_RELAXED);
 		out->req[k][c] += __atomic_load_n(&in->req[k][c], __ATOMIC_RELAXED);
@@ -650,8 +661,8 @@ static void add_classes(struct mb_class_counts *out, const struct mb_class_count
 static void add_bins(struct mb_class_counts *out, const struct mb_theap *h)
 {
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-		int k = b >> 6;
-		unsigned c = (unsigned)b & 63;
+		int k = used_key(b);
+		unsigned c = used_class(b);
 		const struct mb_bin *bin = &h->bin[k][c];
 		out->nalloc[k][c] += __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED);
 		out->nfree[k][c] += __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED);
@@ -697,8 +708,8 @@ void mb_theap_sum_counts(struct mb_counts *out)
 	memset(out, 0, sizeof(*out));
 	mb_lock_acquire(&heaps_lock);
 	for (int b = -1; (b = next_bin(exited_used, b)) >= 0;) {
-		int k = b >> 6;
-		unsigned c = (unsigned)b & 63;
+		int k = used_key(b);
+		unsigned c = used_class(b);
 		add_totals(out, k, c, __atomic_load_n(&exited.nalloc[k][c], __ATOMIC_RELAXED),
 			   __atomic_load_n(&exited.nfree[k][c], __ATOMIC_RELAXED));
 	}
@@ -707,8 +718,8 @@ void mb_theap_sum_counts(struct mb_counts *out)
 		if (!h->in_use)
 			continue;
 		for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-			const struct mb_bin *bin = &h->bin[b >> 6][b & 63];
-			add_totals(out, b >> 6, (unsigned)b & 63, __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED),
+			const struct mb_bin *bin = &h->bin[used_key(b)][used_class(b)];
+			add_totals(out, used_key(b), used_class(b), __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED),
 				   __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED));
 		}
 		counts_read(out, &h->counts);
