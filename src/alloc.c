@@ -166,10 +166,10 @@ static inline void *raw_memalign(size_t align, size_t n, int key)
 static inline struct mb_page *page_of(const void *p)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	uintptr_t off = (uintptr_t)p - b->base;
-	if (mb_unlikely(off >= mb_heap.region_bytes))
+	size_t i = ((uintptr_t)p - b->base) >> MB_PAGE_SHIFT;
+	if (mb_unlikely(i >= b->npages))
 		return NULL;
-	return &b->pages[off >> MB_PAGE_SHIFT];
+	return &b->pages[i];
 }
 
 /* The page record of p, which must be a live allocation (for a small

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "reclaim_type.h"
 
 #define MB_PAGE_SHIFT 12
@@ -117,7 +118,9 @@ struct mb_buddy_counters {
 #define MB_BUDDY_HOMES 16
 
 struct mb_buddy {
-	uintptr_t base;
+	/* Set by mb_buddy_init, then only read: every free looks its
+	 * pointer up through base, npages and pages. */
+	MB_LINE_ALIGNED uintptr_t base;
 	size_t npages;
 	size_t nblocks;       /* pageblocks in the region */
 	unsigned max_order;   /* MAX_ORDER */
@@ -144,7 +147,9 @@ struct mb_buddy {
 	 * still give back its other free pages. 0: no limit. */
 	uint64_t *pb_queued_since;
 	uint64_t max_wait_ms;
-	uint32_t dirty_head, dirty_tail; /* MB_NIL when empty */
+	/* What follows changes under the heap's lock: from a line of its own
+	 * on. */
+	MB_LINE_ALIGNED uint32_t dirty_head, dirty_tail; /* MB_NIL when empty */
 	size_t nr_dirty;
 	uint32_t freed_head, freed_tail;
 	size_t nr_freed;

@@ -14,8 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Read by every malloc while classification is off or asleep: a line
+ * that no sample writes (compiler.h). */
+MB_LINE_ALIGNED int mb_classify_asleep;
 int mb_classify_ready;
-int mb_classify_asleep;
 
 /* Classification sleeps until the process has made WAKE_AFTER_ALLOCS
  * allocations or lived WAKE_AFTER_MS since it was set up, whichever comes
@@ -34,7 +36,7 @@ int mb_classify_asleep;
 #define WAKE_AFTER_ALLOCS 2048
 #define WAKE_AFTER_MS 10
 #define WAKE_CHECK 1024
-static uint64_t asleep_allocs, asleep_since_ms;
+MB_LINE_ALIGNED static uint64_t asleep_allocs, asleep_since_ms;
 
 /* Set while this thread classifies: an allocation made meanwhile (by
  * libunwind, by dladdr) takes its site's key as it stands. */
@@ -141,7 +143,7 @@ static void wake_maybe(void)
  * the prepare handler closes the gate and waits for them to finish (they
  * take none of our locks, so they always do), and an unwind that finds the
  * gate closed does without a stack. */
-static _Atomic int unwinders, fork_gate;
+MB_LINE_ALIGNED static _Atomic int unwinders, fork_gate;
 
 static void capture(void)
 {

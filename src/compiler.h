@@ -10,4 +10,11 @@
  * red zones between their variables for an overflow. */
 #define MB_READS_OTHER_FRAMES __attribute__((no_sanitize_address))
 
+/* A cache line. Data that every thread's fast path reads start one, and
+ * what any thread writes at its slow paths starts the next: a write
+ * shares no line with the reads, so no thread's slab or lock traffic
+ * evicts what another thread's every malloc and free read. */
+#define MB_CACHE_LINE 64
+#define MB_LINE_ALIGNED _Alignas(MB_CACHE_LINE)
+
 #endif

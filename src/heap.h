@@ -34,11 +34,13 @@ struct mb_counts {
 
 struct mb_heap {
 	struct mb_lock lock;
-	struct mb_buddy buddy;
-	size_t region_bytes;
+	struct mb_buddy buddy;       /* its set-up fields on lines of their own */
+	/* Set up once; read where a pointer may be glibc's. */
+	MB_LINE_ALIGNED size_t region_bytes;
 	uint64_t started_ms;         /* mb_now_ms() when the heap was set up */
-	struct mb_counts counts;     /* folded from exited threads, cache-less paths and
-				      * large objects; written atomically */
+	MB_LINE_ALIGNED struct mb_counts counts; /* folded from exited threads, cache-less
+						  * paths and large objects; written
+						  * atomically */
 	uint64_t slab_pages;         /* pages held by slabs */
 	uint64_t large_objects;
 	uint64_t released_bytes;     /* handed back to the kernel */

@@ -1,5 +1,6 @@
 #include "config.h"
 #include "site.h"
+#include "compiler.h"
 #include "lockstat.h"
 #include "region.h"
 
@@ -13,8 +14,10 @@
 #define SET_APART_BYTES ((int64_t)256 << 10)
 
 /* Slots by hash; records in the order made, so that the pages they use
- * are as many as the sites need, not one per site. */
-uintptr_t mb_site_table;
+ * are as many as the sites need, not one per site. The table word is
+ * read by every malloc: it starts a line (compiler.h), and the counts
+ * that the site lock's holders write at every sample start another. */
+MB_LINE_ALIGNED uintptr_t mb_site_table;
 static uintptr_t tables[2];        /* slots | log2(slots), as mb_site_table */
 static struct mb_site_slot *room[2]; /* reserved for every size a table takes */
 static uint32_t room_used[2];      /* slots of room[] taken by tables so far */
@@ -259,7 +262,7 @@ static void check_wrapper_locked(struct mb_site *parent)
 /* The default key's decided samples, halved as they grow (site.h); a mix
  * is judged on this many at least (a site's own need MIN_EVIDENCE). */
 #define DEFAULT_EVIDENCE 16
-static uint32_t default_young, default_lasting;
+MB_LINE_ALIGNED static uint32_t default_young, default_lasting;
 
 void mb_site_note_default_locked(int young)
 {

@@ -201,10 +201,12 @@ static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t
 static inline struct mb_slab *mb_theap_slab_of(const void *p)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	uintptr_t off = (uintptr_t)p - b->base;
-	if (mb_unlikely(off >= mb_heap.region_bytes))
+	/* npages, not mb_heap.region_bytes: the same bound, in the line of
+	 * base and pages. */
+	size_t i = ((uintptr_t)p - b->base) >> MB_PAGE_SHIFT;
+	if (mb_unlikely(i >= b->npages))
 		return NULL;
-	const struct mb_page *m = &b->pages[off >> MB_PAGE_SHIFT];
+	const struct mb_page *m = &b->pages[i];
 	if (mb_unlikely(m->kind != MB_KIND_SLAB))
 		return NULL;
 	return m->user.ptr;
