@@ -224,8 +224,9 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 	uint32_t i;
 	struct mb_page *m = live_or_die(p, func, 1, &s, &i);
 	int saved = errno;
-	/* A remote bit frees no page: no purge to look at (a third of a
-	 * cross-thread workload's frees would look at the clock). */
+	/* A remote bit, or a run kept whole in the thread's cache, frees no
+	 * page: no purge to look at (a third of a cross-thread workload's
+	 * frees would look at the clock, and a tenth of glibc-thread's). */
 	int may_queue = 1;
 	if (mb_likely(s != NULL)) {
 		/* Told before the object is free: then its owner may hand it
@@ -241,8 +242,10 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 		if (m->user16 & MB_LARGE_SAMPLED)
 			mb_classify_freed(p);
 		struct mb_theap *h = mb_self.heap;
-		if (!h || !mb_runcache_put(&h->runs, &h->counts, p, m))
+		int kept = h ? mb_runcache_put(&h->runs, &h->counts, p, m) : 0;
+		if (!kept)
 			mb_large_free(p, m);
+		may_queue = kept != 1;
 	}
 	if (may_queue)
 		mb_purge_maybe_after_free();

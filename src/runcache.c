@@ -36,8 +36,9 @@ int mb_runcache_put(struct mb_runcache *rc, struct mb_counts *counts, void *p, s
 		return 0;
 	/* Over the budget: the runs held are those no allocation asked for
 	 * lately (of a type the thread's call sites no longer get, say). */
+	int gave = 0;
 	if (rc->bytes + bytes > MB_RUN_BUDGET)
-		mb_runcache_flush(rc);
+		gave = mb_runcache_flush(rc) != 0;
 	int type = m->type;
 	struct mb_runbin *bin = &rc->bin[type][npages - MB_RUN_MIN_PAGES];
 	if (bin->n == MB_RUN_CAP) {
@@ -48,6 +49,7 @@ int mb_runcache_put(struct mb_runcache *rc, struct mb_counts *counts, void *p, s
 			bin->run[i - drop] = bin->run[i];
 		bin->n -= drop;
 		rc->bytes -= drop * bytes;
+		gave = 1;
 	}
 	/* Two threads freeing the same run at once: one of them sees it
 	 * cached already. */
@@ -62,7 +64,7 @@ int mb_runcache_put(struct mb_runcache *rc, struct mb_counts *counts, void *p, s
 	counts->live_requested -= (int64_t)m->user.u64;
 	bin->run[bin->n++] = p;
 	rc->bytes += bytes;
-	return 1;
+	return gave ? 2 : 1;
 }
 
 size_t mb_runcache_flush(struct mb_runcache *rc)

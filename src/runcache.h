@@ -43,9 +43,9 @@ struct mb_counts;
  * thread heap's); NULL if none. */
 void *mb_runcache_get(struct mb_runcache *rc, struct mb_counts *counts, size_t n, int key);
 /* Keep the live run p (first page record m) in rc instead of freeing it:
- * 1 if kept (counted as freed in counts), 0 if it does not fit (free it
- * the usual way). A run already freed is reported as a double free and
- * aborts. */
+ * 1 if kept (counted as freed in counts), 2 if kept and older runs went
+ * back to the buddy to make room, 0 if it does not fit (free it the usual
+ * way). A run already freed is reported as a double free and aborts. */
 int mb_runcache_put(struct mb_runcache *rc, struct mb_counts *counts, void *p, struct mb_page *m);
 /* Free every run rc holds; returns how many. */
 size_t mb_runcache_flush(struct mb_runcache *rc);

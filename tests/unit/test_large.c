@@ -5,12 +5,14 @@
  * pageblock, zeroed memory whatever the pages held before, resizing in
  * place (growing into free pages and whole pageblocks, refusing when the
  * next pages are taken, shrinking), the heap's limits, the cached runs of
- * the thread caches, and frees of what is not a live object. The buddy
+ * the thread caches and the run cache that keeps them (runcache.c), and
+ * frees of what is not a live object. The buddy
  * checker runs after every operation; every test ends with the heap's
  * pageblocks all back in the global pool. */
 #include "config.h"
 #include "harness.h"
 #include "large.h"
+#include "runcache.h"
 #include "sizeclass.h"
 
 #include <signal.h>
@@ -340,6 +342,72 @@ TEST(cached_runs)
 	ASSERT_EQ(mb_large_alloc_cached(1024, MB_KERNRCLM, many, 20), 16);
 	ASSERT_BUDDY(B);
 	mb_large_free_cached(many, 16);
+	all_back();
+}
+
+/* A thread's run cache (runcache.h): a run freed into it is kept whole
+ * (1) until its bin is full, then the older half goes back to the buddy
+ * (2: the caller looks for memory to purge then, and only then); a run
+ * over the budget first sends every run back (2); the newest run comes
+ * out first. */
+TEST(run_cache_says_when_runs_go_back)
+{
+	heap();
+	static struct mb_runcache rc;
+	struct mb_counts counts;
+	memset(&rc, 0, sizeof rc);
+	memset(&counts, 0, sizeof counts);
+	size_t n = 5 * PAGE; /* MB_RUN_MIN_PAGES */
+	void *run[MB_RUN_CAP + 1];
+	for (int i = 0; i <= MB_RUN_CAP; i++)
+		run[i] = alloc_ok(n, 0, MB_USERRCLM, 0);
+	for (int i = 0; i < MB_RUN_CAP; i++)
+		ASSERT_EQ(mb_runcache_put(&rc, &counts, run[i], record(run[i])), 1);
+	size_t allocated = B->pages_allocated;
+	ASSERT_EQ(rc.bytes, MB_RUN_CAP * n);
+	ASSERT_EQ(mb_runcache_put(&rc, &counts, run[MB_RUN_CAP], record(run[MB_RUN_CAP])), 2);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->pages_allocated, allocated - (MB_RUN_CAP / 2) * 5);
+	ASSERT_EQ(rc.bytes, (MB_RUN_CAP / 2 + 1) * n);
+	ASSERT_EQ(counts.frees, MB_RUN_CAP + 1);
+	/* Last in, first out, with the program's size on its record. */
+	void *p = mb_runcache_get(&rc, &counts, n - 100, MB_USERRCLM);
+	ASSERT_EQ(p, run[MB_RUN_CAP]);
+	ASSERT_EQ(record(p)->user16, 0);
+	ASSERT_EQ(record(p)->user.u64, n - 100);
+	ASSERT_EQ(mb_runcache_put(&rc, &counts, p, record(p)), 1);
+	/* Runs of every length and type, never a bin's last: the run that
+	 * would pass the budget sends every run back first. */
+	size_t big = (MB_RUN_MIN_PAGES + MB_RUN_LENGTHS - 1) * PAGE, last = 0;
+	int gave = 0;
+	for (int t = 0; t < MB_NTYPES && !gave; t++)
+		for (size_t len = MB_RUN_MIN_PAGES; len < MB_RUN_MIN_PAGES + MB_RUN_LENGTHS && !gave; len++)
+			for (int i = 0; i < MB_RUN_CAP - 1 && !gave; i++) {
+				void *q = alloc_ok(len * PAGE, 0, t, 0);
+				size_t before = rc.bytes;
+				int r = mb_runcache_put(&rc, &counts, q, record(q));
+				ASSERT_NE(r, 0);
+				if (r == 2) {
+					ASSERT_GT(before + len * PAGE, MB_RUN_BUDGET);
+					gave = 1;
+					last = len * PAGE;
+				}
+				ASSERT_LE(rc.bytes, MB_RUN_BUDGET);
+			}
+	ASSERT_EQ(gave, 1);
+	ASSERT_EQ(rc.bytes, last);
+	ASSERT_BUDDY(B);
+	/* Too long for the cache: not kept. */
+	void *huge_run = alloc_ok(big + PAGE, 0, MB_USERRCLM, 0);
+	ASSERT_EQ(mb_runcache_put(&rc, &counts, huge_run, record(huge_run)), 0);
+	free_ok(huge_run);
+	ASSERT_EQ(mb_runcache_flush(&rc), 1);
+	ASSERT_EQ(rc.bytes, 0);
+	/* The runs' frees were counted where a thread counts them: fold them
+	 * into the heap's, as a thread's exit does, for the balance. */
+	mb_heap.counts.live_requested += counts.live_requested;
+	mb_heap.counts.freed_bytes += counts.freed_bytes;
+	mb_heap.counts.alloc_bytes += counts.alloc_bytes;
 	all_back();
 }
 
