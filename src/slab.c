@@ -4,11 +4,13 @@
 #include "metadata.h"
 #include "report.h"
 
+#include <stddef.h>
 #include <string.h>
 
 _Static_assert(MB_NKEYS <= MB_BUDDY_HOMES, "every slab key needs a buddy home");
 _Static_assert(MB_NKEYS < MB_META_GROUPS, "every slab key needs a metadata group");
-_Static_assert(sizeof(struct mb_slab) == 64, "the slab header is one cache line");
+_Static_assert(offsetof(struct mb_slab, used) == 64 && offsetof(struct mb_slab, w) == 72,
+	       "a line read by every free, then one the owner writes, with the first bitmap words");
 _Static_assert(sizeof(((struct mb_slab *)0)->released) * 8 >= 16, "a bit per page of the largest slab");
 
 static uint64_t none_remote;
@@ -43,7 +45,7 @@ static unsigned nwords_of(unsigned nobj)
 
 static size_t remote_offset(unsigned nwords)
 {
-	size_t o = sizeof(struct mb_slab) + nwords * sizeof(struct mb_slab_word);
+	size_t o = offsetof(struct mb_slab, w) + nwords * sizeof(struct mb_slab_word);
 	return (o + 63) & ~(size_t)63; /* remote frees write lines of their own */
 }
 

@@ -50,24 +50,32 @@ struct mb_slab_word {
 };
 
 struct mb_slab {
-	/* What every allocation and free reads, in one cache line. */
+	/* Set when the slab is made (the owner: when it changes hands) and
+	 * read by every free, the owner's and other threads': a line that
+	 * nothing written at every call shares, so a thread that frees into
+	 * a slab another thread allocates from reads it from its own cache. */
 	uintptr_t start;        /* object 0 */
 	uint32_t size, magic;   /* (offset * magic) >> 32 == offset / size */
 	uint16_t nobj;
-	uint16_t used;          /* objects not free in the owner's bitmap: live,
-				 * cached, or freed remotely and not yet collected */
-	uint16_t cursor;        /* the word the owner allocates from */
 	uint16_t nwords;        /* words of the bitmaps: nobj / 64 + 1 */
 	uint8_t key, sclass;    /* reclaim type, size class */
+	uint16_t bin;           /* key * MB_NCLASSES + sclass: its owner's bin */
+	struct mb_theap *owner; /* atomic; NULL when abandoned */
+	uint64_t *remote;       /* atomic words, nwords of them */
+	/* The list `list` names: written only when a slab joins or leaves
+	 * a list, and here they keep the descriptor of a 64-127-object
+	 * slab at 192 bytes. */
+	struct mb_slab *next, *prev;
+	/* Written by the owner as it allocates and frees: on the line of
+	 * the first bitmap words, which it writes too. */
+	MB_LINE_ALIGNED uint16_t used; /* objects not free in the owner's bitmap: live,
+					* cached, or freed remotely and not yet collected */
+	uint16_t cursor;        /* the word the owner allocates from */
 	uint8_t list;           /* enum mb_slab_list */
 	uint8_t has_remote;     /* atomic: remote bits may be set */
 	uint16_t released;      /* pages handed back to the kernel while free,
 				 * one bit per page; cleared when the owner
 				 * allocates from the slab again */
-	uint16_t bin;           /* key * MB_NCLASSES + sclass: its owner's bin */
-	struct mb_theap *owner; /* atomic; NULL when abandoned */
-	struct mb_slab *next, *prev; /* the list `list` names */
-	uint64_t *remote;       /* atomic words, nwords of them */
 	struct mb_slab_word w[]; /* nwords */
 };
 
