@@ -192,9 +192,14 @@ uint32_t mb_site_index(const struct mb_site *s)
 
 /* ---- keys ---- */
 
+/* The slot's line is read by every malloc of every thread: a decision
+ * that changes nothing (a site apart stays apart, at each of its samples)
+ * must not write it, or each one evicts it from the other threads'
+ * caches. */
 static void set_key(struct mb_site *s, int key)
 {
-	atomic_store_explicit(&s->slot->slab_key, (uint8_t)key, memory_order_relaxed);
+	if (atomic_load_explicit(&s->slot->slab_key, memory_order_relaxed) != (uint8_t)key)
+		atomic_store_explicit(&s->slot->slab_key, (uint8_t)key, memory_order_relaxed);
 }
 
 /* s gets a lane of its own, typed `type`; with every lane taken, the key
@@ -210,7 +215,8 @@ static void set_apart(struct mb_site *s, int type)
 			}
 	}
 	if (s->lane >= 0) {
-		__atomic_store_n(&mb_lane_type[s->lane], (uint8_t)type, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&mb_lane_type[s->lane], __ATOMIC_RELAXED) != (uint8_t)type)
+			__atomic_store_n(&mb_lane_type[s->lane], (uint8_t)type, __ATOMIC_RELAXED);
 		set_key(s, s->lane);
 	} else {
 		set_key(s, type);
@@ -253,9 +259,11 @@ static void check_wrapper_locked(struct mb_site *parent)
 		differs = seen >= 0 && mb_site_type(d) != seen;
 		seen = mb_site_type(d);
 	}
-	if (differs)
+	/* Written only when it changes (set_key). */
+	int is = (atomic_load_explicit(&parent->slot->flags, memory_order_relaxed) & MB_SITE_WRAPPER) != 0;
+	if (differs && !is)
 		atomic_fetch_or(&parent->slot->flags, MB_SITE_WRAPPER);
-	else
+	else if (!differs && is)
 		atomic_fetch_and(&parent->slot->flags, (uint8_t)~MB_SITE_WRAPPER);
 }
 
