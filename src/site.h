@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "reclaim_type.h"
 
 /* Slots of the direct sites (the fast path's table) and of the deep
@@ -60,10 +61,18 @@ struct mb_site_slot {
 };
 
 struct mb_site {
+	/* Read at every allocation that takes the slow path (a wrapper's,
+	 * and its deep site's key through the slot), and written only when
+	 * the site is made, set apart or given a deep site: a line that no
+	 * sample writes, so that no other thread's samples evict it. */
 	struct mb_site_slot *slot;
-	_Atomic int32_t learn_left; /* learning samples to go */
+	struct mb_site *parent;     /* deep sites: the wrapper's site */
+	uint64_t pkey;              /* profile key (module + offset), 0 if none */
 	uint8_t is_deep, ndeep;
 	int8_t lane;                /* its own key, or -1 */
+	uint32_t deep[MB_MAX_DEEP]; /* its deep sites (mb_site_nth_locked) */
+	/* Written at every sample of the site, under the site lock. */
+	MB_LINE_ALIGNED _Atomic int32_t learn_left; /* learning samples to go */
 	/* Evidence: samples freed young and freed late (halved when they
 	 * pass 256), and the live samples that have outlived the young
 	 * threshold (lasting) or the old one (old). */
@@ -75,9 +84,6 @@ struct mb_site {
 	/* One sampled stack from the site's return address on (a deep
 	 * site's: its wrapper's), for the report and for dlclose. */
 	void *frames[MB_SITE_FRAMES];
-	struct mb_site *parent;     /* deep sites: the wrapper's site */
-	uint64_t pkey;              /* profile key (module + offset), 0 if none */
-	uint32_t deep[MB_MAX_DEEP]; /* its deep sites (mb_site_nth_locked) */
 };
 
 /* The direct sites' slots, the fast path's table: its address (page
