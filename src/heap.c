@@ -3,7 +3,15 @@
 #include "options.h"
 #include "region.h"
 
+#include <stddef.h>
 #include <time.h>
+
+/* Every free reads base, npages and pages (the page look-up): one line,
+ * which nothing written after set-up shares (compiler.h). */
+_Static_assert(offsetof(struct mb_heap, buddy) % MB_CACHE_LINE == 0 &&
+		       offsetof(struct mb_buddy, pages) + sizeof(void *) <= MB_CACHE_LINE &&
+		       offsetof(struct mb_buddy, dirty_head) >= MB_CACHE_LINE,
+	       "the page look-up's fields on a line of their own");
 
 /* Recursive: fork's prepare handlers all run in the forking thread, and one
  * registered after ours may allocate while ours holds the lock. */

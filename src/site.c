@@ -4,7 +4,11 @@
 #include "lockstat.h"
 #include "region.h"
 
+#include <stddef.h>
 #include <string.h>
+
+_Static_assert(offsetof(struct mb_site, learn_left) == MB_CACHE_LINE,
+	       "what the slow path reads, then what every sample writes, on separate lines");
 
 /* Fewer samples than this decide nothing. */
 #define MIN_EVIDENCE 8
