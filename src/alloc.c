@@ -166,7 +166,7 @@ static inline void *raw_memalign(size_t align, size_t n, int key)
 static inline struct mb_page *page_of(const void *p)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
-	size_t i = ((uintptr_t)p - b->base) >> MB_PAGE_SHIFT;
+	size_t i = mb_buddy_page_index(b, p);
 	if (mb_unlikely(i >= b->npages))
 		return NULL;
 	return &b->pages[i];

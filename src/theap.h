@@ -203,7 +203,7 @@ static inline struct mb_slab *mb_theap_slab_of(const void *p)
 	struct mb_buddy *b = &mb_heap.buddy;
 	/* npages, not mb_heap.region_bytes: the same bound, in the line of
 	 * base and pages. */
-	size_t i = ((uintptr_t)p - b->base) >> MB_PAGE_SHIFT;
+	size_t i = mb_buddy_page_index(b, p);
 	if (mb_unlikely(i >= b->npages))
 		return NULL;
 	const struct mb_page *m = &b->pages[i];
