@@ -63,8 +63,9 @@ struct mb_site_slot {
 struct mb_site {
 	/* Read at every allocation that takes the slow path (a wrapper's,
 	 * and its deep site's key through the slot), and written only when
-	 * the site is made, set apart or given a deep site: a line that no
-	 * sample writes, so that no other thread's samples evict it. */
+	 * the site is made, moved to a grown table, set apart or given a
+	 * deep site: a line that no sample writes, so that no other thread's
+	 * samples evict it. */
 	struct mb_site_slot *slot;
 	struct mb_site *parent;     /* deep sites: the wrapper's site */
 	uint64_t pkey;              /* profile key (module + offset), 0 if none */
