@@ -357,7 +357,7 @@ TEST(run_cache_says_when_runs_go_back)
 	struct mb_counts counts;
 	memset(&rc, 0, sizeof rc);
 	memset(&counts, 0, sizeof counts);
-	size_t n = 5 * PAGE; /* MB_RUN_MIN_PAGES */
+	size_t n = MB_RUN_MIN_PAGES * PAGE; /* the shortest run kept */
 	void *run[MB_RUN_CAP + 1];
 	for (int i = 0; i <= MB_RUN_CAP; i++)
 		run[i] = alloc_ok(n, 0, MB_USERRCLM, 0);
@@ -367,7 +367,7 @@ TEST(run_cache_says_when_runs_go_back)
 	ASSERT_EQ(rc.bytes, MB_RUN_CAP * n);
 	ASSERT_EQ(mb_runcache_put(&rc, &counts, run[MB_RUN_CAP], record(run[MB_RUN_CAP])), 2);
 	ASSERT_BUDDY(B);
-	ASSERT_EQ(B->pages_allocated, allocated - (MB_RUN_CAP / 2) * 5);
+	ASSERT_EQ(B->pages_allocated, allocated - (MB_RUN_CAP / 2) * MB_RUN_MIN_PAGES);
 	ASSERT_EQ(rc.bytes, (MB_RUN_CAP / 2 + 1) * n);
 	ASSERT_EQ(counts.frees, MB_RUN_CAP + 1);
 	/* Last in, first out, with the program's size on its record. */
