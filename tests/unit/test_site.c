@@ -171,8 +171,10 @@ TEST(set_apart_needs_the_volume)
 }
 
 /* Apart only from a rest of the heap that dies sooner: a quarter of the
- * default key's samples at least die young, and twice the share of the
- * site's own; judged on 16 of them at least. */
+ * default key's samples at least die young, twice the share of the
+ * site's own, and the site's young samples three standard deviations
+ * below what the rest's share predicts; judged on 16 of the rest's at
+ * least. */
 TEST(set_apart_only_from_a_rest_that_dies_sooner)
 {
 	tables();
@@ -193,18 +195,39 @@ TEST(set_apart_only_from_a_rest_that_dies_sooner)
 			FAIL("set apart next to a rest of %u young and %u lasting samples", no_sooner[i].young,
 			     no_sooner[i].lasting);
 	}
-	/* Two in five: a site of which one in four dies young is too
-	 * close to it (1/4 * 2 > 2/5), one in five is not. */
+	/* Two in five of the rest die young. Of a site's 16 samples, 6.4
+	 * would at that rate (a standard deviation of 1.96): 4 is more than
+	 * half of it; 3 and 1 are fewer than half but not three deviations
+	 * below, as likely from a site like the rest; none is. */
 	rest(40, 60);
 	evidence(s, 4, 0, 12, 0, 1 << 30);
 	ASSERT(is_default(s));
 	evidence(s, 3, 0, 13, 0, 1 << 30);
+	ASSERT(is_default(s));
+	evidence(s, 1, 0, 15, 0, 1 << 30);
+	ASSERT(is_default(s));
+	evidence(s, 0, 0, 16, 0, 1 << 30);
 	ASSERT_APART(s, MB_KERNRCLM);
 	/* Once apart it stays apart while its own evidence holds, whatever
 	 * the rest does. */
 	rest(0, 100);
 	evidence(s, 3, 0, 13, 0, 1 << 30);
 	ASSERT_APART(s, MB_KERNRCLM);
+	/* More evidence, a narrower deviation: 12 young of 64 against the
+	 * 25.6 predicted (deviation 3.9) is apart. */
+	tables();
+	s = site();
+	rest(40, 60);
+	evidence(s, 12, 0, 52, 0, 1 << 30);
+	ASSERT_APART(s, MB_KERNRCLM);
+	/* rptest, as it was measured: a site of 1 young sample in 8 next to
+	 * a rest of 126 young and 204 lasting, although both live 8 MiB of
+	 * allocation on average. */
+	tables();
+	s = site();
+	rest(126, 204);
+	evidence(s, 1, 2, 5, 0, 16 << 20);
+	ASSERT(is_default(s));
 }
 
 TEST(set_apart_needs_three_in_four_lasting)
