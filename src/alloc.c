@@ -53,12 +53,14 @@ static void *large_alloc(size_t n, size_t align, int key, int zero)
 		}
 	}
 	int saved = errno;
+	uint64_t fresh = __atomic_load_n(&mb_heap.buddy.fresh_pages, __ATOMIC_RELAXED);
 	void *p = mb_large_alloc(n, align, key, zero);
 	if (p == NULL && give_back_cache()) {
 		p = mb_large_alloc(n, align, key, zero);
 		if (p)
 			errno = saved;
 	}
+	mb_purge_offset_run(__atomic_load_n(&mb_heap.buddy.fresh_pages, __ATOMIC_RELAXED) - fresh);
 	mb_purge_maybe();
 	return p;
 }

@@ -238,6 +238,30 @@ void mb_purge_offset(void)
 	mb_lock_release(&purge_lock);
 }
 
+void mb_purge_offset_run(uint64_t pages)
+{
+	if (pages < mb_heap.buddy.pb_pages || mb_lock_try(&purge_lock) != 0)
+		return;
+	uint64_t fresh = __atomic_load_n(&mb_heap.buddy.fresh_pages, __ATOMIC_RELAXED);
+	uint64_t matched = __atomic_load_n(&fresh_matched, __ATOMIC_RELAXED);
+	uint64_t want = fresh > matched ? fresh - matched : 0;
+	if (want > pages)
+		want = pages;
+	/* Whatever is queued, however young: the run is there to be
+	 * written, and pages released now are not resident beside it. */
+	uint64_t now = mb_now_ms(), paid = 0;
+	while (paid < want) {
+		size_t released = batch(now, (size_t)(want - paid));
+		if (!released)
+			break;
+		paid += released;
+	}
+	/* Settled, paid in full or not: what was queued has gone, and
+	 * memory freed later was not idle beside the run. */
+	__atomic_fetch_add(&fresh_matched, want, __ATOMIC_RELAXED);
+	mb_lock_release(&purge_lock);
+}
+
 void mb_purge_init(void)
 {
 	/* A pageblock the program keeps taking pieces from still gives back

@@ -49,6 +49,12 @@ size_t mb_purge(int force);
  * another type) would otherwise stay resident beside the new memory.
  * Call with no allocator lock held. */
 void mb_purge_offset(void);
+/* A large allocation just took `pages` clean pages (a pageblock's at
+ * least: a run of whole pageblocks, which a heap whose pageblocks are
+ * spread among types seldom finds free side by side): the debt is paid
+ * at once, up to `pages`, from whatever is queued, before the program
+ * writes the run, so that its peak does not hold both. */
+void mb_purge_offset_run(uint64_t pages);
 /* Objects were freed on a slow path: their slabs' free pages are looked at
  * within half a decay time (a sweep falls due). */
 void mb_purge_slabs_freed(void);

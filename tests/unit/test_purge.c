@@ -6,9 +6,11 @@
  * spans) and passes are MB_PURGE_INTERVAL_MS apart; free spans inside
  * pageblocks in use go back without touching their live neighbours; a
  * forced purge takes everything at once; a release the kernel refuses
- * keeps the memory queued, and nothing is lost. The buddy checker runs
- * after every step. Time is the real clock (mb_now_ms): the tests sleep
- * through decay times of a fraction of a second. */
+ * keeps the memory queued, and nothing is lost; a run of whole
+ * pageblocks taken clean while freed memory waits releases as much at
+ * once. The buddy checker runs after every step. Time is the real clock
+ * (mb_now_ms): the tests sleep through decay times of a fraction of a
+ * second. */
 #include "config.h"
 #include "harness.h"
 #include "background.h"
@@ -235,6 +237,54 @@ TEST(forced_purge_takes_everything)
 	ASSERT_GE(mb_purge(1), 16);
 	ASSERT_EQ(B->nr_global, B->nblocks);
 	ASSERT_EQ(B->nr_dirty, 0);
+}
+
+/* A run of whole pageblocks taken clean while a freed pageblock waits
+ * for the decay (it could not take it: a pageblock in use lies between)
+ * pays at once for what it took, from what is queued, before the program
+ * writes it; a run that reused resident memory, or fewer pages than a
+ * pageblock, release nothing. */
+TEST(fresh_run_releases_what_waits)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+	unsigned char *a = take(4 * MiB, 1), *piece = take(64 * KiB, 2);
+	give(a);
+	ASSERT_EQ(B->nr_dirty, 1);
+	/* Nothing fresh, or fewer pages than a pageblock: nothing goes. */
+	mb_purge_offset_run(B->pb_pages);
+	ASSERT_EQ(test_resident_pages(a, 4 * MiB), 1024);
+	uint64_t small = B->fresh_pages;
+	unsigned char *piece2 = take(64 * KiB, 6);
+	ASSERT_EQ(B->fresh_pages - small, 16);
+	mb_purge_offset_run(16);
+	ASSERT_EQ(test_resident_pages(a, 4 * MiB), 1024);
+	uint64_t fresh = B->fresh_pages;
+	size_t before = released_pages();
+	unsigned char *run = mb_large_alloc(8 * MiB, 0, MB_KERNRCLM, 0);
+	ASSERT_NE(run, NULL);
+	ASSERT_BUDDY(B);
+	ASSERT(run > piece); /* not where a was: the piece is in between */
+	ASSERT_EQ(B->fresh_pages - fresh, 2048);
+	mb_purge_offset_run(B->fresh_pages - fresh);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(released_pages() - before, 1024);
+	ASSERT_EQ(test_resident_pages(a, 4 * MiB), 0);
+	ASSERT_EQ(B->nr_dirty, 0);
+	ASSERT_EQ(piece[0], 2);
+	memset(run, 4, 8 * MiB);
+	/* Nothing is left queued: the same call again releases nothing. */
+	mb_purge_offset_run(2048);
+	ASSERT_EQ(released_pages() - before, 1024);
+	ASSERT_EQ(test_resident_pages(run, 8 * MiB), 2048);
+	give(run);
+	/* Taken again, it was resident: no fresh pages, nothing released. */
+	fresh = B->fresh_pages;
+	unsigned char *again = take(8 * MiB, 3);
+	ASSERT_EQ(again, run);
+	ASSERT_EQ(B->fresh_pages, fresh);
+	give(again);
+	give(piece2);
+	give(piece);
 }
 
 /* The kernel refuses (fault injected): the memory stays queued and
