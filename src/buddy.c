@@ -149,25 +149,40 @@ static void q_set_prev(struct mb_buddy *b, uint32_t pb, uint32_t to) { b->pb_pre
 
 struct queue {
 	uint32_t *head, *tail;
-	size_t *n;
+	size_t *n, *total; /* total: NULL, or the count of a family of queues */
+	uint64_t head_start; /* stamps this much before the clock */
 };
 
-static struct queue dirty_q(struct mb_buddy *b) { return (struct queue){ &b->dirty_head, &b->dirty_tail, &b->nr_dirty }; }
-static struct queue freed_q(struct mb_buddy *b) { return (struct queue){ &b->freed_head, &b->freed_tail, &b->nr_freed }; }
+static struct queue dirty_q(struct mb_buddy *b) { return (struct queue){ &b->dirty_head, &b->dirty_tail, &b->nr_dirty, NULL, 0 }; }
+/* The freed queue of owned pageblock pb's type. */
+static struct queue freed_q(struct mb_buddy *b, size_t pb)
+{
+	int t = mb_buddy_pb_type(b, pb);
+	return (struct queue){ &b->freed_head[t], &b->freed_tail[t], &b->nr_freed_of[t], &b->nr_freed,
+			       b->head_start_ms[t] };
+}
+
+static uint64_t queue_head_stamp(const struct mb_buddy *b, uint32_t head)
+{
+	return head != MB_NIL ? b->pb_freed_at[head] : UINT64_MAX;
+}
 
 static void oldest_update(struct mb_buddy *b)
 {
-	uint64_t d = b->dirty_head != MB_NIL ? b->pb_freed_at[b->dirty_head] : UINT64_MAX;
-	uint64_t f = b->freed_head != MB_NIL ? b->pb_freed_at[b->freed_head] : UINT64_MAX;
+	uint64_t o = queue_head_stamp(b, b->dirty_head);
+	for (int t = 0; t < MB_NTYPES; t++) {
+		uint64_t f = queue_head_stamp(b, b->freed_head[t]);
+		o = f < o ? f : o;
+	}
 	/* Sequentially consistent: a background purger that is about to
 	 * sleep either sees it or is seen sleeping (purge.c). */
-	__atomic_store_n(&b->oldest, d < f ? d : f, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->oldest, o, __ATOMIC_SEQ_CST);
 }
 
 static void q_append(struct mb_buddy *b, struct queue q, size_t pb)
 {
 	b->pb_flags[pb] |= MB_PBF_QUEUED;
-	b->pb_freed_at[pb] = b->clock;
+	b->pb_freed_at[pb] = b->clock > q.head_start ? b->clock - q.head_start : 0;
 	b->pb_next[pb] = 0;
 	q_set_prev(b, (uint32_t)pb, *q.tail);
 	if (*q.tail != MB_NIL)
@@ -176,6 +191,8 @@ static void q_append(struct mb_buddy *b, struct queue q, size_t pb)
 		*q.head = (uint32_t)pb;
 	*q.tail = (uint32_t)pb;
 	(*q.n)++;
+	if (q.total)
+		(*q.total)++;
 	if (*q.head == pb)
 		oldest_update(b);
 }
@@ -194,6 +211,8 @@ static void q_unlink(struct mb_buddy *b, struct queue q, size_t pb)
 	b->pb_next[pb] = b->pb_prev[pb] = 0;
 	b->pb_flags[pb] &= (uint8_t)~MB_PBF_QUEUED;
 	(*q.n)--;
+	if (q.total)
+		(*q.total)--;
 	if (p == MB_NIL)
 		oldest_update(b);
 }
@@ -203,7 +222,7 @@ static void q_unlink(struct mb_buddy *b, struct queue q, size_t pb)
 static void freed_note(struct mb_buddy *b, size_t pb)
 {
 	if (!(b->pb_flags[pb] & MB_PBF_QUEUED)) {
-		q_append(b, freed_q(b), pb);
+		q_append(b, freed_q(b, pb), pb);
 		b->pb_queued_since[pb] = b->clock;
 	}
 }
@@ -226,7 +245,7 @@ static int records_dirty(const struct mb_buddy *b, size_t pb)
 static void global_refill(struct mb_buddy *b, size_t pb, int owner)
 {
 	if (b->pb_flags[pb] & MB_PBF_QUEUED)
-		q_unlink(b, freed_q(b), pb);
+		q_unlink(b, freed_q(b, pb), pb);
 	set_pb_type(b, pb, MB_PB_GLOBAL);
 	owned_clear(b, pb);
 	b->nr_global++;
@@ -831,8 +850,8 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 			    (!b->max_wait_ms || b->clock - b->pb_queued_since[pb] < b->max_wait_ms)) {
 				/* Memory is taken from it again: it is not idle,
 				 * so its wait starts over (for a while). */
-				q_unlink(b, freed_q(b), pb);
-				q_append(b, freed_q(b), pb);
+				q_unlink(b, freed_q(b, pb), pb);
+				q_append(b, freed_q(b, pb), pb);
 			}
 			size_t owner = (size_t)mb_buddy_pb_type(b, pb);
 			*zeroed = claim_pages(b, (size_t)idx, npages);
@@ -1108,7 +1127,7 @@ static int take_freed(struct mb_buddy *b, size_t pb, size_t budget, struct mb_pu
 			batch_add(bt, s, i - s, 0);
 		}
 	}
-	q_unlink(b, freed_q(b), pb);
+	q_unlink(b, freed_q(b, pb), pb);
 	return 1;
 }
 
@@ -1117,9 +1136,13 @@ size_t mb_buddy_purge_take(struct mb_buddy *b, uint64_t idle_since, size_t budge
 	bt->n = 0;
 	bt->pages = 0;
 	while (bt->n < MB_PURGE_RANGES && bt->pages < budget) {
-		uint32_t g = b->dirty_head, f = b->freed_head;
-		uint64_t gs = g != MB_NIL ? b->pb_freed_at[g] : UINT64_MAX;
-		uint64_t fs = f != MB_NIL ? b->pb_freed_at[f] : UINT64_MAX;
+		uint32_t g = b->dirty_head, f = MB_NIL;
+		uint64_t gs = queue_head_stamp(b, g), fs = UINT64_MAX;
+		for (int t = 0; t < MB_NTYPES; t++)
+			if (queue_head_stamp(b, b->freed_head[t]) < fs) {
+				f = b->freed_head[t];
+				fs = b->pb_freed_at[f];
+			}
 		if (gs <= fs && gs <= idle_since && g != MB_NIL)
 			take_global_range(b, g, idle_since, budget - bt->pages, bt);
 		else if (fs <= idle_since && f != MB_NIL) {
@@ -1291,7 +1314,8 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	 * the zeroes of the fresh reservation say so, nothing is written. */
 	b->nr_global = b->nblocks;
 	b->dirty_head = b->dirty_tail = MB_NIL;
-	b->freed_head = b->freed_tail = MB_NIL;
+	for (int t = 0; t < MB_NTYPES; t++)
+		b->freed_head[t] = b->freed_tail[t] = MB_NIL;
 	b->oldest = UINT64_MAX;
 	b->release = mb_os_release;
 	return 0;

@@ -147,13 +147,22 @@ struct mb_buddy {
 	 * still give back its other free pages. 0: no limit. */
 	uint64_t *pb_queued_since;
 	uint64_t max_wait_ms;
+	/* Free memory of an owned pageblock of type t counts as idle this
+	 * much sooner than it was freed (its stamp is this much earlier):
+	 * the purge's decay is shorter by as much for that type. 0 for
+	 * every type unless set (purge.c). */
+	uint64_t head_start_ms[MB_NTYPES];
 	/* What follows changes under the heap's lock: from a line of its own
 	 * on. */
 	MB_LINE_ALIGNED uint32_t dirty_head, dirty_tail; /* MB_NIL when empty */
 	size_t nr_dirty;
-	uint32_t freed_head, freed_tail;
+	/* The freed queues, one per type of the pageblocks on it (so that
+	 * each stays in the order of its stamps with its own head start);
+	 * nr_freed counts all three. */
+	uint32_t freed_head[MB_NTYPES], freed_tail[MB_NTYPES];
+	size_t nr_freed_of[MB_NTYPES];
 	size_t nr_freed;
-	uint64_t oldest;      /* the oldest stamp on either queue, UINT64_MAX
+	uint64_t oldest;      /* the oldest stamp on any queue, UINT64_MAX
 			       * if none; may be read without the lock */
 	size_t nr_inflight;   /* global pageblocks being handed back */
 	size_t pages_inflight; /* pages of free blocks being handed back */

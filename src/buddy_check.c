@@ -134,7 +134,9 @@ static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
 
 /* A purge queue: linked both ways, oldest first, of global pageblocks (the
  * resident queue) or owned ones (the freed queue), each flagged queued. */
-static int check_queue(const struct mb_buddy *b, uint32_t head, uint32_t tail, size_t count, int global,
+/* global: the resident queue of global pageblocks; else the freed queue
+ * of owned pageblocks of type `type`. */
+static int check_queue(const struct mb_buddy *b, uint32_t head, uint32_t tail, size_t count, int global, int type,
 		       const char *name, char *err, size_t len)
 {
 	size_t n = 0;
@@ -142,7 +144,8 @@ static int check_queue(const struct mb_buddy *b, uint32_t head, uint32_t tail, s
 	for (uint32_t pb = head; pb != MB_NIL; pb = b->pb_next[pb] - 1u) {
 		if (++n > b->nblocks)
 			return fail(err, len, "%s queue loops", name);
-		if ((mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL) != global || !(b->pb_flags[pb] & MB_PBF_QUEUED))
+		if ((mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL) != global || (!global && mb_buddy_pb_type(b, pb) != type) ||
+		    !(b->pb_flags[pb] & MB_PBF_QUEUED))
 			return fail(err, len, "pageblock %u on the %s queue: type %d, flags 0x%x", pb, name,
 				    mb_buddy_pb_type(b, pb), b->pb_flags[pb]);
 		if (global && !(b->pb_flags[pb] & MB_PBF_DIRTY))
@@ -240,15 +243,23 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 			    (unsigned long long)b->count.global_steals, (unsigned long long)b->count.global_refills,
 			    b->nblocks - b->nr_global);
 
-	if (check_queue(b, b->dirty_head, b->dirty_tail, b->nr_dirty, 1, "resident", err, len) ||
-	    check_queue(b, b->freed_head, b->freed_tail, b->nr_freed, 0, "freed", err, len))
+	if (check_queue(b, b->dirty_head, b->dirty_tail, b->nr_dirty, 1, -1, "resident", err, len))
 		return -1;
+	size_t nfreed = 0;
+	uint64_t oldest = b->dirty_head != MB_NIL ? b->pb_freed_at[b->dirty_head] : UINT64_MAX;
+	for (int t = 0; t < MB_NTYPES; t++) {
+		if (check_queue(b, b->freed_head[t], b->freed_tail[t], b->nr_freed_of[t], 0, t, mb_type_names[t], err, len))
+			return -1;
+		nfreed += b->nr_freed_of[t];
+		if (b->freed_head[t] != MB_NIL && b->pb_freed_at[b->freed_head[t]] < oldest)
+			oldest = b->pb_freed_at[b->freed_head[t]];
+	}
+	if (nfreed != b->nr_freed)
+		return fail(err, len, "the freed queues hold %zu pageblocks, counter says %zu", nfreed, b->nr_freed);
 	if (nqueued != b->nr_dirty + b->nr_freed)
 		return fail(err, len, "%zu pageblocks flagged queued, the queues hold %zu", nqueued, b->nr_dirty + b->nr_freed);
-	uint64_t d = b->dirty_head != MB_NIL ? b->pb_freed_at[b->dirty_head] : UINT64_MAX;
-	uint64_t f = b->freed_head != MB_NIL ? b->pb_freed_at[b->freed_head] : UINT64_MAX;
-	if (b->oldest != (d < f ? d : f))
+	if (b->oldest != oldest)
 		return fail(err, len, "oldest queued stamp %llu, the queue heads say %llu", (unsigned long long)b->oldest,
-			    (unsigned long long)(d < f ? d : f));
+			    (unsigned long long)oldest);
 	return 0;
 }

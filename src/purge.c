@@ -4,6 +4,7 @@
 #include "lockstat.h"
 #include "metadata.h"
 #include "options.h"
+#include "reclaim_type.h"
 #include "region.h"
 #include "slab.h"
 #include "theap.h"
@@ -269,6 +270,15 @@ void mb_purge_init(void)
 	 * of them was freed, at the cost of faulting in again what it takes
 	 * next. */
 	mb_heap.buddy.max_wait_ms = idle_ms() / 2;
+	/* Free pages in pageblocks of the other types, where classification
+	 * puts the sites it sets apart, wait a quarter of the decay time:
+	 * only those sites take them again (the rest of the heap takes its
+	 * own pageblocks, then the pool's), so once the objects of such a
+	 * site are freed its pages would stay resident beside the memory the
+	 * rest of the heap goes on to use (CPython's tests, classified, held
+	 * 1.2x the time-averaged RSS of MBUDDY_CLASSIFY=off). */
+	for (int t = 0; t < MB_NTYPES; t++)
+		mb_heap.buddy.head_start_ms[t] = t == MB_DEFAULT_TYPE ? 0 : idle_ms() - idle_ms() / 4;
 }
 
 void mb_purge_slabs_freed(void)

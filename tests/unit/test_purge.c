@@ -8,14 +8,16 @@
  * forced purge takes everything at once; a release the kernel refuses
  * keeps the memory queued, and nothing is lost; a run of whole
  * pageblocks taken clean while freed memory waits releases as much at
- * once. The buddy checker runs after every step. Time is the real clock
- * (mb_now_ms): the tests sleep through decay times of a fraction of a
- * second. */
+ * once; free pages of the types classification sets sites apart in wait
+ * a quarter of the decay. The buddy checker runs after every step. Time
+ * is the real clock (mb_now_ms): the tests sleep through decay times of a
+ * fraction of a second. */
 #include "config.h"
 #include "harness.h"
 #include "background.h"
 #include "large.h"
 #include "purge.h"
+#include "reclaim_type.h"
 
 #include <sys/mman.h>
 
@@ -212,6 +214,65 @@ TEST(free_spans_of_pageblocks_in_use)
 				ASSERT_EQ(obj[i][j], i + 1);
 			give(obj[i]);
 		}
+	ASSERT_EQ(B->nr_global, B->nblocks);
+}
+
+/* Free pages in a pageblock of a type other than the default (where
+ * classification puts the sites it sets apart) wait a quarter of the
+ * decay time; the default type's wait all of it. */
+TEST(set_apart_types_wait_a_quarter)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, 400);
+	mb_purge_init();
+	ASSERT_EQ(B->head_start_ms[MB_DEFAULT_TYPE], 0);
+	ASSERT_EQ(B->head_start_ms[MB_KERNRCLM], 300);
+	ASSERT_EQ(B->head_start_ms[MB_KERNNORCLM], 300);
+	/* A KernNoRclm pageblock, filled (nothing borrows from it), and
+	 * a UserRclm one; in each a live object and a freed one. */
+	const size_t kb = 4 * MiB - 64 * KiB;
+	unsigned char *k_freed = mb_large_alloc(kb, 0, MB_KERNNORCLM, 0);
+	unsigned char *k_live = mb_large_alloc(64 * KiB, 0, MB_KERNNORCLM, 0);
+	unsigned char *u_live = mb_large_alloc(64 * KiB, 0, MB_USERRCLM, 0);
+	unsigned char *u_freed = mb_large_alloc(64 * KiB, 0, MB_USERRCLM, 0);
+	ASSERT(k_live && k_freed && u_live && u_freed);
+	ASSERT_NE(mb_buddy_page_index(B, k_live) >> B->pb_order, mb_buddy_page_index(B, u_live) >> B->pb_order);
+	memset(k_live, 1, 64 * KiB);
+	memset(k_freed, 2, kb);
+	memset(u_live, 3, 64 * KiB);
+	memset(u_freed, 4, 64 * KiB);
+	uint64_t freed_at = mb_now_ms();
+	give(u_freed);
+	give(k_freed);
+	ASSERT_EQ(B->nr_freed, 2);
+	ASSERT_EQ(B->nr_freed_of[MB_USERRCLM], 1);
+	ASSERT_EQ(B->nr_freed_of[MB_KERNNORCLM], 1);
+	/* The KernNoRclm pageblock is due first, a quarter decay on. */
+	uint64_t due = mb_purge_next_due();
+	ASSERT_LE(due, mb_now_ms() + 100);
+	size_t n = step();
+	if (mb_now_ms() < due)
+		ASSERT_EQ(n, 0);
+	while (B->nr_freed_of[MB_KERNNORCLM]) {
+		wait_until(mb_purge_next_due());
+		step();
+	}
+	ASSERT_EQ(test_resident_pages(k_freed, kb), 0);
+	if (mb_now_ms() < freed_at + 400) {
+		ASSERT_EQ(test_resident_pages(u_freed, 64 * KiB), 16);
+		ASSERT_EQ(B->nr_freed_of[MB_USERRCLM], 1);
+		ASSERT_GE(mb_purge_next_due(), freed_at + 400);
+	}
+	/* Then the UserRclm one, the whole decay on. */
+	wait_until(mb_purge_next_due());
+	step();
+	ASSERT_EQ(test_resident_pages(u_freed, 64 * KiB), 0);
+	ASSERT_EQ(B->nr_freed, 0);
+	ASSERT_EQ(test_resident_pages(k_live, 64 * KiB), 16);
+	ASSERT_EQ(test_resident_pages(u_live, 64 * KiB), 16);
+	ASSERT_EQ(k_live[64 * KiB - 1], 1);
+	ASSERT_EQ(u_live[0], 3);
+	give(k_live);
+	give(u_live);
 	ASSERT_EQ(B->nr_global, B->nblocks);
 }
 
