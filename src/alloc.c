@@ -53,6 +53,8 @@ static void *large_alloc(size_t n, size_t align, int key, int zero)
 		}
 	}
 	int saved = errno;
+	/* Clean pages the buddy hands out meanwhile (another thread's may
+	 * count too): a run taken clean pays for what waits at once. */
 	uint64_t fresh = __atomic_load_n(&mb_heap.buddy.fresh_pages, __ATOMIC_RELAXED);
 	void *p = mb_large_alloc(n, align, key, zero);
 	if (p == NULL && give_back_cache()) {

@@ -132,10 +132,9 @@ static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
 	return 0;
 }
 
-/* A purge queue: linked both ways, oldest first, of global pageblocks (the
- * resident queue) or owned ones (the freed queue), each flagged queued. */
-/* global: the resident queue of global pageblocks; else the freed queue
- * of owned pageblocks of type `type`. */
+/* A purge queue: linked both ways, oldest first, each entry flagged
+ * queued; of global pageblocks (global: the resident queue) or of owned
+ * ones of type `type` (that type's freed queue). */
 static int check_queue(const struct mb_buddy *b, uint32_t head, uint32_t tail, size_t count, int global, int type,
 		       const char *name, char *err, size_t len)
 {

@@ -295,15 +295,14 @@ void mb_site_default_mix_reset_locked(void)
 
 /* Whether setting s apart would separate it from objects that die
  * sooner: at least a quarter of the default key's samples die young, at
- * least twice the share of s's own, and s's share lies three standard
- * deviations below the rest's (binomial), so that a site whose objects
- * live as long as the rest's is not set apart on a few lucky samples.
- * A site whose objects live as long as the rest of the heap gains nothing
- * from slabs of its own and costs their partly used ones (rptest-like:
- * every site lasting, three of them set apart held 1.75x the RSS at 2
- * threads, classified against off; one of equal lifetimes set apart on 1
- * young sample in 8, against the rest's 2 in 5, put every allocation of
- * the wrapper on the slow path). */
+ * least twice the share of s's own, and s's share three binomial
+ * standard deviations below the rest's, not a few lucky samples. A site
+ * whose objects live as long as the rest of the heap's gains nothing from
+ * slabs of its own and costs their partly used ones (rptest-like: every
+ * site lasting, three of them set apart held 1.75x the RSS at 2 threads,
+ * classified against off; one set apart on 1 young sample in 8, against
+ * the rest's 2 in 5, sent every allocation of its wrapper to the slow
+ * path). */
 static int rest_dies_sooner(const struct mb_site *s, int32_t total)
 {
 	int64_t all = (int64_t)default_young + default_lasting;
