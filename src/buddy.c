@@ -149,17 +149,16 @@ static void q_set_prev(struct mb_buddy *b, uint32_t pb, uint32_t to) { b->pb_pre
 
 struct queue {
 	uint32_t *head, *tail;
-	size_t *n, *total; /* total: NULL, or the count of a family of queues */
+	size_t *n;
 	uint64_t head_start; /* stamps this much before the clock */
 };
 
-static struct queue dirty_q(struct mb_buddy *b) { return (struct queue){ &b->dirty_head, &b->dirty_tail, &b->nr_dirty, NULL, 0 }; }
+static struct queue dirty_q(struct mb_buddy *b) { return (struct queue){ &b->dirty_head, &b->dirty_tail, &b->nr_dirty, 0 }; }
 /* The freed queue of owned pageblock pb's type. */
 static struct queue freed_q(struct mb_buddy *b, size_t pb)
 {
 	int t = mb_buddy_pb_type(b, pb);
-	return (struct queue){ &b->freed_head[t], &b->freed_tail[t], &b->nr_freed_of[t], &b->nr_freed,
-			       b->head_start_ms[t] };
+	return (struct queue){ &b->freed_head[t], &b->freed_tail[t], &b->nr_freed_of[t], b->head_start_ms[t] };
 }
 
 static uint64_t queue_head_stamp(const struct mb_buddy *b, uint32_t head)
@@ -167,16 +166,22 @@ static uint64_t queue_head_stamp(const struct mb_buddy *b, uint32_t head)
 	return head != MB_NIL ? b->pb_freed_at[head] : UINT64_MAX;
 }
 
+/* The oldest head of the freed queues, or MB_NIL. */
+static uint32_t freed_oldest(const struct mb_buddy *b)
+{
+	uint32_t f = MB_NIL;
+	for (int t = 0; t < MB_NTYPES; t++)
+		if (queue_head_stamp(b, b->freed_head[t]) < queue_head_stamp(b, f))
+			f = b->freed_head[t];
+	return f;
+}
+
 static void oldest_update(struct mb_buddy *b)
 {
-	uint64_t o = queue_head_stamp(b, b->dirty_head);
-	for (int t = 0; t < MB_NTYPES; t++) {
-		uint64_t f = queue_head_stamp(b, b->freed_head[t]);
-		o = f < o ? f : o;
-	}
+	uint64_t d = queue_head_stamp(b, b->dirty_head), f = queue_head_stamp(b, freed_oldest(b));
 	/* Sequentially consistent: a background purger that is about to
 	 * sleep either sees it or is seen sleeping (purge.c). */
-	__atomic_store_n(&b->oldest, o, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->oldest, d < f ? d : f, __ATOMIC_SEQ_CST);
 }
 
 static void q_append(struct mb_buddy *b, struct queue q, size_t pb)
@@ -191,8 +196,6 @@ static void q_append(struct mb_buddy *b, struct queue q, size_t pb)
 		*q.head = (uint32_t)pb;
 	*q.tail = (uint32_t)pb;
 	(*q.n)++;
-	if (q.total)
-		(*q.total)++;
 	if (*q.head == pb)
 		oldest_update(b);
 }
@@ -211,8 +214,6 @@ static void q_unlink(struct mb_buddy *b, struct queue q, size_t pb)
 	b->pb_next[pb] = b->pb_prev[pb] = 0;
 	b->pb_flags[pb] &= (uint8_t)~MB_PBF_QUEUED;
 	(*q.n)--;
-	if (q.total)
-		(*q.total)--;
 	if (p == MB_NIL)
 		oldest_update(b);
 }
@@ -1136,13 +1137,8 @@ size_t mb_buddy_purge_take(struct mb_buddy *b, uint64_t idle_since, size_t budge
 	bt->n = 0;
 	bt->pages = 0;
 	while (bt->n < MB_PURGE_RANGES && bt->pages < budget) {
-		uint32_t g = b->dirty_head, f = MB_NIL;
-		uint64_t gs = queue_head_stamp(b, g), fs = UINT64_MAX;
-		for (int t = 0; t < MB_NTYPES; t++)
-			if (queue_head_stamp(b, b->freed_head[t]) < fs) {
-				f = b->freed_head[t];
-				fs = b->pb_freed_at[f];
-			}
+		uint32_t g = b->dirty_head, f = freed_oldest(b);
+		uint64_t gs = queue_head_stamp(b, g), fs = queue_head_stamp(b, f);
 		if (gs <= fs && gs <= idle_since && g != MB_NIL)
 			take_global_range(b, g, idle_since, budget - bt->pages, bt);
 		else if (fs <= idle_since && f != MB_NIL) {

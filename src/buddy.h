@@ -158,10 +158,9 @@ struct mb_buddy {
 	size_t nr_dirty;
 	/* The freed queues, one per type of the pageblocks on it (so that
 	 * each stays in the order of its stamps with its own head start);
-	 * nr_freed counts all three. */
+	 * mb_buddy_nr_freed() counts all three. */
 	uint32_t freed_head[MB_NTYPES], freed_tail[MB_NTYPES];
 	size_t nr_freed_of[MB_NTYPES];
-	size_t nr_freed;
 	uint64_t oldest;      /* the oldest stamp on any queue, UINT64_MAX
 			       * if none; may be read without the lock */
 	size_t nr_inflight;   /* global pageblocks being handed back */
@@ -297,6 +296,15 @@ static inline int mb_buddy_page_allocated(const struct mb_buddy *b, size_t idx)
 	if (!(b->pb_flags[pb] & MB_PBF_RECORDS))
 		return 1;
 	return b->pages[idx].state == MB_PG_ALLOC || b->pages[idx].state == MB_PG_TAIL;
+}
+
+/* Owned pageblocks on the freed queues, of every type. */
+static inline size_t mb_buddy_nr_freed(const struct mb_buddy *b)
+{
+	size_t n = 0;
+	for (int t = 0; t < MB_NTYPES; t++)
+		n += b->nr_freed_of[t];
+	return n;
 }
 
 static inline size_t mb_buddy_page_index(const struct mb_buddy *b, const void *p)

@@ -244,19 +244,16 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 
 	if (check_queue(b, b->dirty_head, b->dirty_tail, b->nr_dirty, 1, -1, "resident", err, len))
 		return -1;
-	size_t nfreed = 0;
 	uint64_t oldest = b->dirty_head != MB_NIL ? b->pb_freed_at[b->dirty_head] : UINT64_MAX;
 	for (int t = 0; t < MB_NTYPES; t++) {
 		if (check_queue(b, b->freed_head[t], b->freed_tail[t], b->nr_freed_of[t], 0, t, mb_type_names[t], err, len))
 			return -1;
-		nfreed += b->nr_freed_of[t];
 		if (b->freed_head[t] != MB_NIL && b->pb_freed_at[b->freed_head[t]] < oldest)
 			oldest = b->pb_freed_at[b->freed_head[t]];
 	}
-	if (nfreed != b->nr_freed)
-		return fail(err, len, "the freed queues hold %zu pageblocks, counter says %zu", nfreed, b->nr_freed);
-	if (nqueued != b->nr_dirty + b->nr_freed)
-		return fail(err, len, "%zu pageblocks flagged queued, the queues hold %zu", nqueued, b->nr_dirty + b->nr_freed);
+	size_t nfreed = mb_buddy_nr_freed(b);
+	if (nqueued != b->nr_dirty + nfreed)
+		return fail(err, len, "%zu pageblocks flagged queued, the queues hold %zu", nqueued, b->nr_dirty + nfreed);
 	if (b->oldest != oldest)
 		return fail(err, len, "oldest queued stamp %llu, the queue heads say %llu", (unsigned long long)b->oldest,
 			    (unsigned long long)oldest);

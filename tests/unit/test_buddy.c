@@ -584,7 +584,7 @@ TEST(purge_freed_spans)
 		a[i] = alloc_ok(&B, 4, MB_KERNRCLM);
 		memset(mb_buddy_page_addr(&B, (size_t)a[i]), 0x5a, 4 * MB_PAGE_SIZE);
 	}
-	ASSERT_EQ(B.nr_freed, 0);
+	ASSERT_EQ(mb_buddy_nr_freed(&B), 0);
 	ASSERT_EQ(B.oldest, UINT64_MAX);
 	/* Free 1, 2, 3 (one span of 12 pages) and 6: two ranges. */
 	B.clock = 5;
@@ -593,7 +593,7 @@ TEST(purge_freed_spans)
 	free_ok(&B, a[2]);
 	free_ok(&B, a[3]);
 	free_ok(&B, a[6]);
-	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(mb_buddy_nr_freed(&B), 1);
 	ASSERT_EQ(B.oldest, 5);
 	struct mb_purge_batch bt;
 	ASSERT_EQ(mb_buddy_purge_take(&B, 4, 1000, &bt), 0); /* not idle long enough */
@@ -604,7 +604,7 @@ TEST(purge_freed_spans)
 	ASSERT(!bt.r[0].global);
 	ASSERT_EQ(bt.r[1].idx, (size_t)a[6]);
 	ASSERT_EQ(bt.r[1].npages, 4);
-	ASSERT_EQ(B.nr_freed, 0);
+	ASSERT_EQ(mb_buddy_nr_freed(&B), 0);
 	ASSERT_EQ(B.oldest, UINT64_MAX);
 	ASSERT_EQ(B.pages_inflight, 16);
 	ASSERT_BUDDY(&B);
@@ -612,7 +612,7 @@ TEST(purge_freed_spans)
 	long x = alloc_ok(&B, 4, MB_KERNRCLM);
 	ASSERT_GE(x, (long)B.pb_pages); /* a new pageblock: the first one's free pages are all in flight */
 	free_ok(&B, a[7]);
-	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(mb_buddy_nr_freed(&B), 1);
 	mb_buddy_purge_release(&B, &bt);
 	ASSERT(bt.r[0].ok);
 	ASSERT(bt.r[1].ok);
@@ -620,7 +620,7 @@ TEST(purge_freed_spans)
 	ASSERT_BUDDY(&B);
 	ASSERT_EQ(B.pages_inflight, 0);
 	/* a[6] merged with a[7]'s pages, which are still dirty: queued. */
-	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(mb_buddy_nr_freed(&B), 1);
 	for (long p = a[1]; p < a[1] + 12; p++)
 		ASSERT(!(B.pages[p].flags & MB_PGF_DIRTY));
 	/* Reused, the released pages are known zero; a[6] and a[7] are not. */
@@ -694,11 +694,11 @@ TEST(purge_requeue_on_reuse)
 	long a = alloc_ok(&B, 4, MB_USERRCLM), c = alloc_ok(&B, 4, MB_USERRCLM);
 	B.clock = 5;
 	free_ok(&B, a);
-	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(mb_buddy_nr_freed(&B), 1);
 	ASSERT_EQ(B.oldest, 5);
 	B.clock = 9;
 	long d = alloc_ok(&B, 1, MB_USERRCLM);
-	ASSERT_EQ(B.nr_freed, 1);
+	ASSERT_EQ(mb_buddy_nr_freed(&B), 1);
 	ASSERT_EQ(B.oldest, 9);
 	struct mb_purge_batch bt;
 	ASSERT_EQ(mb_buddy_purge_take(&B, 6, 1000, &bt), 0);

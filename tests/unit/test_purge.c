@@ -187,7 +187,7 @@ TEST(free_spans_of_pageblocks_in_use)
 			freed++;
 		}
 	ASSERT_EQ(freed, N / 2);
-	ASSERT_EQ(B->nr_freed, 1); /* queued: an owned pageblock with dirty free pages */
+	ASSERT_EQ(mb_buddy_nr_freed(B), 1); /* queued: an owned pageblock with dirty free pages */
 	ASSERT_EQ(B->nr_dirty, 0);
 
 	wait_until(mb_purge_next_due());
@@ -205,7 +205,7 @@ TEST(free_spans_of_pageblocks_in_use)
 	}
 	ASSERT_EQ(total, (size_t)freed * SPAN);
 	ASSERT_GE(steps, freed * SPAN / MB_PURGE_INLINE_BUDGET);
-	ASSERT_EQ(B->nr_freed, 0);
+	ASSERT_EQ(mb_buddy_nr_freed(B), 0);
 	ASSERT_EQ(mb_purge_next_due(), UINT64_MAX);
 	ASSERT_EQ(test_resident_pages((void *)lo, 4 * MiB), (size_t)(N - freed) * SPAN);
 	for (int i = 0; i < N; i++)
@@ -243,7 +243,7 @@ TEST(set_apart_types_wait_a_quarter)
 	uint64_t freed_at = mb_now_ms();
 	give(u_freed);
 	give(k_freed);
-	ASSERT_EQ(B->nr_freed, 2);
+	ASSERT_EQ(mb_buddy_nr_freed(B), 2);
 	ASSERT_EQ(B->nr_freed_of[MB_USERRCLM], 1);
 	ASSERT_EQ(B->nr_freed_of[MB_KERNNORCLM], 1);
 	/* The KernNoRclm pageblock is due first, a quarter decay on. */
@@ -266,7 +266,7 @@ TEST(set_apart_types_wait_a_quarter)
 	wait_until(mb_purge_next_due());
 	step();
 	ASSERT_EQ(test_resident_pages(u_freed, 64 * KiB), 0);
-	ASSERT_EQ(B->nr_freed, 0);
+	ASSERT_EQ(mb_buddy_nr_freed(B), 0);
 	ASSERT_EQ(test_resident_pages(k_live, 64 * KiB), 16);
 	ASSERT_EQ(test_resident_pages(u_live, 64 * KiB), 16);
 	ASSERT_EQ(k_live[64 * KiB - 1], 1);
@@ -284,12 +284,12 @@ TEST(forced_purge_takes_everything)
 	give(p);
 	give(q);
 	ASSERT_EQ(B->nr_dirty, 3);
-	ASSERT_EQ(B->nr_freed, 1);
+	ASSERT_EQ(mb_buddy_nr_freed(B), 1);
 	size_t n = mb_purge(1);
 	ASSERT_BUDDY(B);
 	ASSERT_GE(n, 3 * 1024 + 16);
 	ASSERT_EQ(B->nr_dirty, 0);
-	ASSERT_EQ(B->nr_freed, 0);
+	ASSERT_EQ(mb_buddy_nr_freed(B), 0);
 	ASSERT_EQ(test_resident_pages(p, 12 * MiB), 0);
 	ASSERT_EQ(test_resident_pages(q, 64 * KiB), 0);
 	ASSERT_EQ(test_resident_pages(r, 64 * KiB), 16);
