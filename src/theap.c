@@ -60,7 +60,7 @@ static void mark_used(struct mb_theap *h, int k, unsigned c)
 {
 	if (__atomic_load_n(&h->used[k], __ATOMIC_RELAXED) & ((uint64_t)1 << c))
 		return;
-	h->tc[k * MB_NCLASSES + c].cap = mb_classes[c].cache_cap;
+	mb_theap_tcache(h, k, c)->cap = mb_classes[c].cache_cap;
 	mark_bits(h->used, k, c);
 }
 
@@ -340,7 +340,7 @@ unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
 {
 	unsigned put = 0;
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-		struct mb_tcache *tc = &h->tc[used_key(b) * MB_NCLASSES + used_class(b)];
+		struct mb_tcache *tc = mb_theap_tcache(h, used_key(b), used_class(b));
 		while (tc->n) {
 			void *p = tc->e[--tc->n].p;
 			struct mb_slab *s = mb_theap_slab_of(p);
@@ -442,7 +442,7 @@ struct mb_theap *mb_theap_create(void)
 	/* The thread cache's capacities, as they are now (a test changes
 	 * them between heaps); a bin not used yet gets its own when it is. */
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;)
-		h->tc[used_key(b) * MB_NCLASSES + used_class(b)].cap = mb_classes[used_class(b)].cache_cap;
+		mb_theap_tcache(h, used_key(b), used_class(b))->cap = mb_classes[used_class(b)].cache_cap;
 	h->flushed_ms = mb_now_ms();
 	return h;
 }

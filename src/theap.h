@@ -169,12 +169,18 @@ void mb_theap_fork_child(void);
 
 /* ---- inline, for the fast paths ---- */
 
+/* The thread cache of h's bin (key, class c). */
+static inline struct mb_tcache *mb_theap_tcache(struct mb_theap *h, int key, unsigned c)
+{
+	return &h->tc[key * MB_NCLASSES + c];
+}
+
 /* An object of class c for key from h's thread cache, else from its
  * current slab; NULL when that slab's word is empty. */
 static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t n)
 {
 	struct mb_bin *bin = &h->bin[key][c];
-	struct mb_tcache *tc = &h->tc[key * MB_NCLASSES + c];
+	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
 	if (mb_likely(tc->n != 0)) {
 		uint32_t top = --tc->n;
 		uintptr_t at = tc->e[top].bit_at;
