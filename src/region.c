@@ -129,7 +129,12 @@ void *mb_os_reserve(size_t size, size_t align)
 		return NULL;
 	}
 	/* Over-reserve, then trim both ends to reach the alignment; the ends
-	 * trimmed are whole pages of the system. */
+	 * trimmed are whole pages of the system. Even at the page's
+	 * alignment a page is over-reserved and trimmed: the kernel places
+	 * each new mapping right below the last one, and without the hole
+	 * the trim leaves it merges the two, so that /proc/self/smaps, which
+	 * the account reads mapping by mapping (account.c), would show the
+	 * metadata inside the heap region's mapping. */
 	size_t page = mb_os_page_size();
 	if (align < page)
 		align = page;
