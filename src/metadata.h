@@ -21,6 +21,7 @@ size_t mb_meta_resident(void);
  * set when the kernel refused (the pages are retried next time). */
 size_t mb_meta_release(int *failed);
 
-#define MB_META_MAX (256 * 1024)
+/* The largest record: a thread heap (theap.h) is one. */
+#define MB_META_MAX (1024 * 1024)
 
 #endif

@@ -8,6 +8,8 @@
 
 _Static_assert(sizeof(struct mb_theap) <= MB_META_MAX, "a thread heap is one metadata allocation");
 _Static_assert(MB_NCLASSES <= 64, "a heap's used bins are one word per key");
+_Static_assert((sizeof(struct mb_tcache) & (sizeof(struct mb_tcache) - 1)) == 0,
+	       "a bin's thread cache is found with a shift");
 
 /* Every heap, in use or kept for the next thread, under this lock. */
 static struct mb_theap *all_heaps;

@@ -55,7 +55,7 @@ struct mb_bin {
  * owner, each with where its cached bit is (the slab word's address, and
  * the bit's index in the top byte: descriptors are mapped below 2^47), so
  * that taking one back touches nothing but that word: no page record, no
- * slab header. 128 bytes, so that indexing one is a shift. */
+ * slab header. 512 bytes, so that indexing one is a shift. */
 struct mb_tcache {
 	uint32_t n;
 	uint32_t cap; /* mb_classes[].cache_cap, where n is */

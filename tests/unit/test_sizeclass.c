@@ -164,3 +164,21 @@ TEST(slab_blocks_carry_the_alignment)
 			FAIL("class %u: %u-byte objects in %zu-byte aligned blocks", c, s, block);
 	}
 }
+
+/* A thread cache keeps up to MB_TCACHE_MAX objects of a small class and
+ * at most MB_TCACHE_BYTES of a large one, but never fewer than two. */
+TEST(thread_cache_capacity)
+{
+	classes();
+	ASSERT_EQ(mb_classes[mb_size_class(16)].cache_cap, MB_TCACHE_MAX);
+	ASSERT_EQ(mb_classes[mb_size_class(1024)].cache_cap, MB_TCACHE_MAX);
+	ASSERT_EQ(mb_classes[mb_size_class(4096)].cache_cap, MB_TCACHE_BYTES / 4096);
+	ASSERT_EQ(mb_classes[mb_size_class(MB_SMALL_MAX)].cache_cap, 2);
+	for (unsigned c = 0; c < MB_NCLASSES; c++) {
+		uint32_t cap = mb_classes[c].cache_cap;
+		ASSERT_LE(cap, MB_TCACHE_MAX);
+		ASSERT_GE(cap, 2);
+		if (cap > 2)
+			ASSERT_LE((uint64_t)cap * mb_classes[c].size, MB_TCACHE_BYTES);
+	}
+}
