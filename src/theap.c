@@ -248,8 +248,9 @@ void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 			return NULL;
 	}
 	void *p = mb_slab_pop(s);
-	bin->nalloc++;
-	bin->req += n;
+	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
+	tc->nalloc++;
+	tc->req += n;
 	mb_theap_tick(h);
 	return p;
 }
@@ -296,7 +297,7 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 	mb_word_store(&w->free, w->free | bit);
 	s->used--;
 	mark_used(h, s->key, s->sclass);
-	h->bin[s->key][s->sclass].nfree++;
+	mb_theap_tcache(h, s->key, s->sclass)->nfree++;
 	if (mb_slab_settle_due(s))
 		mb_theap_freed(h, s);
 }
@@ -328,7 +329,7 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 	/* s may be gone already: only what was read before is used. */
 	if (h) {
 		mark_used(h, key, c);
-		h->bin[key][c].nfree++;
+		mb_theap_tcache(h, key, c)->nfree++;
 	} else {
 		mark_bits(exited_used, key, c);
 		__atomic_fetch_add(&exited.nfree[key][c], 1, __ATOMIC_RELAXED);
@@ -509,12 +510,12 @@ static void fold_counters(struct mb_theap *h)
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
 		int k = used_key(b);
 		unsigned c = used_class(b);
-		struct mb_bin *bin = &h->bin[k][c];
+		struct mb_tcache *tc = mb_theap_tcache(h, k, c);
 		mark_bits(exited_used, k, c);
-		__atomic_fetch_add(&exited.nalloc[k][c], bin->nalloc, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&exited.nfree[k][c], bin->nfree, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&exited.req[k][c], bin->req, __ATOMIC_RELAXED);
-		bin->nalloc = bin->nfree = bin->req = 0;
+		__atomic_fetch_add(&exited.nalloc[k][c], tc->nalloc, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&exited.nfree[k][c], tc->nfree, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&exited.req[k][c], tc->req, __ATOMIC_RELAXED);
+		tc->nalloc = tc->nfree = tc->req = 0;
 	}
 	for (int k = 0; k < MB_NKEYS; k++)
 		mb_counts_add(mb_heap.counts.mallocs[k], h->counts.mallocs[k]);
@@ -660,15 +661,15 @@ static void add_classes(struct mb_class_counts *out, const struct mb_class_count
 	}
 }
 
-static void add_bins(struct mb_class_counts *out, const struct mb_theap *h)
+static void add_bins(struct mb_class_counts *out, struct mb_theap *h)
 {
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
 		int k = used_key(b);
 		unsigned c = used_class(b);
-		const struct mb_bin *bin = &h->bin[k][c];
-		out->nalloc[k][c] += __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED);
-		out->nfree[k][c] += __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED);
-		out->req[k][c] += __atomic_load_n(&bin->req, __ATOMIC_RELAXED);
+		const struct mb_tcache *tc = mb_theap_tcache(h, k, c);
+		out->nalloc[k][c] += __atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED);
+		out->nfree[k][c] += __atomic_load_n(&tc->nfree, __ATOMIC_RELAXED);
+		out->req[k][c] += __atomic_load_n(&tc->req, __ATOMIC_RELAXED);
 	}
 }
 
@@ -720,9 +721,9 @@ void mb_theap_sum_counts(struct mb_counts *out)
 		if (!h->in_use)
 			continue;
 		for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-			const struct mb_bin *bin = &h->bin[used_key(b)][used_class(b)];
-			add_totals(out, used_key(b), used_class(b), __atomic_load_n(&bin->nalloc, __ATOMIC_RELAXED),
-				   __atomic_load_n(&bin->nfree, __ATOMIC_RELAXED));
+			const struct mb_tcache *tc = mb_theap_tcache(h, used_key(b), used_class(b));
+			add_totals(out, used_key(b), used_class(b), __atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED),
+				   __atomic_load_n(&tc->nfree, __ATOMIC_RELAXED));
 		}
 		counts_read(out, &h->counts);
 	}

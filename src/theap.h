@@ -43,22 +43,26 @@
 #include "slab.h"
 #include "thread.h"
 
-/* One (key, class) of a heap: what the fast paths touch. */
+/* One (key, class) of a heap: the slab its allocations come from once
+ * the thread cache is empty. Its counters are the thread cache's, whose
+ * first line every malloc and free writes anyway. */
 struct mb_bin {
 	struct mb_slab *cur; /* never NULL: mb_slab_none when there is none */
-	uint64_t nalloc;     /* objects handed out */
-	uint64_t req;        /* bytes asked for, for the rounding estimate */
-	uint64_t nfree;      /* objects this thread freed, whoever owns them */
 };
 
 /* One (key, class) of a thread cache: a stack of objects freed by the
  * owner, each with where its cached bit is (the slab word's address, and
  * the bit's index in the top byte: descriptors are mapped below 2^47), so
  * that taking one back touches nothing but that word: no page record, no
- * slab header. 512 bytes, so that indexing one is a shift. */
+ * slab header. 512 bytes, so that indexing one is a shift. The bin's
+ * counters share the line of n, which every malloc and free of the bin
+ * writes. */
 struct mb_tcache {
 	uint32_t n;
-	uint32_t cap; /* mb_classes[].cache_cap, where n is */
+	uint32_t cap;    /* mb_classes[].cache_cap, where n is */
+	uint64_t nalloc; /* objects handed out */
+	uint64_t req;    /* bytes asked for, for the rounding estimate */
+	uint64_t nfree;  /* objects this thread freed, whoever owns them */
 	struct {
 		void *p;
 		uintptr_t bit_at;
@@ -187,8 +191,8 @@ static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t
 		uint64_t *cached = (uint64_t *)(at & (((uintptr_t)1 << MB_TCACHE_BIT_SHIFT) - 1));
 		mb_word_store(cached, *cached & ~((uint64_t)1 << (at >> MB_TCACHE_BIT_SHIFT)));
 		void *p = tc->e[top].p;
-		bin->nalloc++;
-		bin->req += n;
+		tc->nalloc++;
+		tc->req += n;
 		return p;
 	}
 	struct mb_slab *s = bin->cur;
@@ -198,8 +202,8 @@ static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t
 		return NULL;
 	mb_word_store(&w->free, f & (f - 1));
 	s->used++;
-	bin->nalloc++;
-	bin->req += n;
+	tc->nalloc++;
+	tc->req += n;
 	return (void *)(s->start + ((uintptr_t)s->cursor * 64 + (unsigned)__builtin_ctzll(f)) * s->size);
 }
 
@@ -252,8 +256,8 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	if (mb_unlikely((uintptr_t)i * s->size != off || ((w->free | w->sampled | w->cached) & bit) ||
 			(s->has_remote && (__atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED) & bit))))
 		return 0;
-	(&h->bin[0][0])[s->bin].nfree++;
 	struct mb_tcache *tc = &h->tc[s->bin];
+	tc->nfree++;
 	if (mb_likely(tc->n < tc->cap)) {
 		tc->e[tc->n].p = p;
 		tc->e[tc->n].bit_at = (uintptr_t)&w->cached | (uintptr_t)(i & 63) << MB_TCACHE_BIT_SHIFT;

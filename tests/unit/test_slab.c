@@ -175,7 +175,7 @@ TEST(objects_never_overlap_and_all_go_back)
 		ASSERT_BUDDY(B);
 		no_overlap(v, n, ci->size);
 		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 4 * ci->slab_pages);
-		ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nalloc, n);
+		ASSERT_EQ(mb_theap_tcache(h, MB_DEFAULT_TYPE, c)->nalloc, n);
 		/* Freed in allocation order: each full slab goes to the empty
 		 * list as its last object goes (three slabs are well within
 		 * the heap's budget of empty slabs); the current one stays. */
@@ -187,7 +187,7 @@ TEST(objects_never_overlap_and_all_go_back)
 			}
 		}
 		ASSERT_BUDDY(B);
-		ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nfree, n);
+		ASSERT_EQ(mb_theap_tcache(h, MB_DEFAULT_TYPE, c)->nfree, n);
 		ASSERT_EQ(h->empty[MB_DEFAULT_TYPE][c].n, 3);
 		ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + 4 * ci->slab_pages);
 		/* The empty ones and the current slab, empty, go back when
@@ -420,7 +420,7 @@ static void *remote_free_all(void *arg)
 		return (void *)1;
 	for (size_t i = 0; i < j->n; i++)
 		give(h2, j->v[i]);
-	int bad = h2->bin[MB_DEFAULT_TYPE][3].nfree != j->n;
+	int bad = mb_theap_tcache(h2, MB_DEFAULT_TYPE, 3)->nfree != j->n;
 	mb_theap_destroy(h2);
 	return (void *)(uintptr_t)bad;
 }
@@ -782,7 +782,7 @@ TEST(thread_cache_hands_back_the_last_freed_first)
 	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
 	ASSERT_EQ(s->used, used - 2);
 	ASSERT(mb_slab_is_reclaimable(s, (uint32_t)mb_slab_index(s, v[cap])));
-	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nfree, cap + 2);
+	ASSERT_EQ(mb_theap_tcache(h, MB_DEFAULT_TYPE, c)->nfree, cap + 2);
 	/* Back last in, first out, then from the slab. */
 	for (unsigned i = cap; i-- > 0;) {
 		void *p = take(h, MB_DEFAULT_TYPE, c);
@@ -794,7 +794,7 @@ TEST(thread_cache_hands_back_the_last_freed_first)
 	v[cap + 1] = take(h, MB_DEFAULT_TYPE, c);
 	no_overlap(v, n, mb_classes[c].size);
 	ASSERT_EQ(s->used, used);
-	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][c].nalloc, n + cap + 2);
+	ASSERT_EQ(mb_theap_tcache(h, MB_DEFAULT_TYPE, c)->nalloc, n + cap + 2);
 	/* At exit, the cache goes back into the slabs and they to the buddy. */
 	for (unsigned i = 0; i < n; i++)
 		give(h, v[i]);
