@@ -228,6 +228,13 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 	uint32_t i;
 	struct mb_page *m = live_or_die(p, func, 1, &s, &i);
 	int saved = errno;
+	/* A thread that only frees (the consumer of a queue) gets its heap
+	 * here, as one that allocates does at its first malloc: its frees
+	 * are then counted in its own lines, not in the exited threads'
+	 * shared counters with an atomic operation each. */
+	struct mb_theap *h = mb_self.heap;
+	if (mb_unlikely(h == NULL) && __atomic_load_n(&mb_process_state, __ATOMIC_ACQUIRE) == MB_PROCESS_READY)
+		h = mb_thread_init();
 	/* A remote bit, or a run kept whole in the thread's cache, frees no
 	 * page: no purge to look at (a third of a cross-thread workload's
 	 * frees would look at the clock, and a tenth of glibc-thread's). */
@@ -237,7 +244,6 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 		 * out, and sample it, again. */
 		if (mb_slab_is_sampled(s, i))
 			mb_classify_freed(p);
-		struct mb_theap *h = mb_self.heap;
 		if (h)
 			may_queue = mb_theap_free(h, s, i, p);
 		else
@@ -245,11 +251,13 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 	} else {
 		if (m->user16 & MB_LARGE_SAMPLED)
 			mb_classify_freed(p);
-		struct mb_theap *h = mb_self.heap;
 		int kept = h ? mb_runcache_put(&h->runs, &h->counts, p, m) : 0;
 		if (!kept)
 			mb_large_free(p, m);
 		may_queue = kept != 1;
+		/* A thread that only frees must age its run cache too. */
+		if (h)
+			mb_theap_tick(h);
 	}
 	if (may_queue)
 		mb_purge_maybe_after_free();

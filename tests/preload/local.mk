@@ -11,6 +11,7 @@ preload_tests = \
 	tests/preload/cxx_operators \
 	tests/preload/threads_stress \
 	tests/preload/remote_free \
+	tests/preload/free_only_thread \
 	tests/preload/fork_threads \
 	tests/preload/fork_caches \
 	tests/preload/dlopen_loop \
@@ -25,7 +26,8 @@ EXTRA_DIST += \
 	tests/preload/run-preloaded.sh \
 	tests/preload/misuse.test \
 	tests/preload/exhaustion.env \
-	tests/preload/glibc_api.env
+	tests/preload/glibc_api.env \
+	tests/preload/free_only_thread.env
 
 tests_preload_api_conformance_SOURCES = tests/preload/api_conformance.c tests/preload/ptest.h
 tests_preload_api_conformance_CFLAGS = $(preload_cflags)
@@ -42,6 +44,10 @@ tests_preload_threads_stress_LDADD = $(preload_ldadd)
 tests_preload_remote_free_SOURCES = tests/preload/remote_free.c tests/preload/ptest.h
 tests_preload_remote_free_CFLAGS = $(preload_cflags)
 tests_preload_remote_free_LDADD = $(preload_ldadd)
+
+tests_preload_free_only_thread_SOURCES = tests/preload/free_only_thread.c tests/preload/ptest.h
+tests_preload_free_only_thread_CFLAGS = $(preload_cflags)
+tests_preload_free_only_thread_LDADD = $(preload_ldadd)
 
 tests_preload_background_purge_SOURCES = tests/preload/background_purge.c tests/preload/ptest.h
 tests_preload_background_purge_CFLAGS = $(preload_cflags)
