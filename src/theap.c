@@ -347,9 +347,17 @@ unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
 		while (tc->n) {
 			void *p = tc->e[--tc->n].p;
 			struct mb_slab *s = mb_theap_slab_of(p);
-			long i = mb_slab_index(s, p);
-			struct mb_slab_word *w = &s->w[i >> 6];
+			long i = s ? mb_slab_index(s, p) : -1;
+			struct mb_slab_word *w = i >= 0 ? &s->w[i >> 6] : NULL;
 			uint64_t bit = (uint64_t)1 << (i & 63);
+			/* Without settle the cache is a fork child's copy of a
+			 * thread it does not have, which the fork may have
+			 * caught between two stores: only an entry whose object
+			 * is marked cached in one of h's slabs is put back (an
+			 * object that thread was freeing or taking is lost with
+			 * it; a live one is never marked free). */
+			if (!settle && (i < 0 || mb_slab_owner(s) != h || !(w->cached & bit)))
+				continue;
 			mb_word_store(&w->cached, w->cached & ~bit);
 			mb_word_store(&w->free, w->free | bit);
 			s->used--;

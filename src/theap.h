@@ -261,7 +261,10 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	if (mb_likely(tc->n < tc->cap)) {
 		tc->e[tc->n].p = p;
 		tc->e[tc->n].bit_at = (uintptr_t)&w->cached | (uintptr_t)(i & 63) << MB_TCACHE_BIT_SHIFT;
-		tc->n++;
+		/* After the entry: a fork's child, which flushes the caches of
+		 * the threads it does not have, never counts an entry that the
+		 * parent's thread had not written yet (a plain store on x86). */
+		__atomic_store_n(&tc->n, tc->n + 1, __ATOMIC_RELEASE);
 		mb_word_store(&w->cached, w->cached | bit);
 		return 1;
 	}

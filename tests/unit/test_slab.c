@@ -805,6 +805,42 @@ TEST(thread_cache_hands_back_the_last_freed_first)
 	free(v);
 }
 
+/* A fork's child flushes the caches of the threads it does not have
+ * (mb_theap_flush_cache without settle), which the fork may have caught
+ * between two stores: an entry that names nothing, or a live object (an
+ * entry a pop had left behind), is left out; the cached objects go back
+ * into their slabs. */
+TEST(thread_cache_of_a_lost_thread_flushed_entry_by_entry)
+{
+	heap();
+	thread_cache(1);
+	const unsigned c = 3;
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	void *live = take(h, MB_DEFAULT_TYPE, c);
+	void *cached = take(h, MB_DEFAULT_TYPE, c);
+	struct mb_slab *s = mb_theap_slab_of(cached);
+	unsigned used = s->used;
+	give(h, cached);
+	struct mb_tcache *tc = mb_theap_tcache(h, MB_DEFAULT_TYPE, c);
+	ASSERT_EQ(tc->n, 1);
+	/* Entries past the pushed one: never written, and a live object. */
+	tc->e[1].p = NULL;
+	tc->e[2].p = live;
+	tc->e[2].bit_at = tc->e[0].bit_at;
+	tc->n = 3;
+	ASSERT_EQ(mb_theap_flush_cache(h, 0), 1);
+	ASSERT_EQ(tc->n, 0);
+	ASSERT_EQ(s->used, used - 1);
+	ASSERT(mb_slab_is_free(s, (uint32_t)mb_slab_index(s, cached)));
+	ASSERT(!mb_slab_is_free(s, (uint32_t)mb_slab_index(s, live)));
+	ASSERT_BUDDY(B);
+	give(h, live);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+}
+
 /* A slab that only cached objects keep from emptying empties when the
  * heap gives memory back; until then the purge leaves the pages of cached
  * objects resident, and their contents as the owner left them. */
