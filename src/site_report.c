@@ -38,28 +38,53 @@ struct row {
 	int key, flags;
 };
 
+/* Insert s into top[0, *n), kept in decreasing sampled bytes, at most
+ * `cap` long. */
+static void rank(struct mb_site **top, int *n, int cap, struct mb_site *s)
+{
+	int pos = *n < cap ? (*n)++ : cap;
+	while (pos > 0 && top[pos - 1]->sampled_bytes < s->sampled_bytes) {
+		if (pos < cap)
+			top[pos] = top[pos - 1];
+		pos--;
+	}
+	if (pos < cap)
+		top[pos] = s;
+}
+
+/* Whether s's allocations get another key than the default type's: set
+ * apart on evidence, or typed by a rule or a profile. */
+static int set_apart(const struct mb_site *s)
+{
+	return mb_site_key(s) != MB_DEFAULT_TYPE;
+}
+
 void mb_site_report_write(struct mb_out *o, int json)
 {
 	if (!mb_site_table)
 		return;
-	struct mb_site *top[TOP_SITES];
-	static struct row rows[TOP_SITES]; /* the report is written under its own lock */
-	int n = 0;
-	/* The top sites by sampled bytes under the lock; symbolised after. */
+	struct mb_site *top[2 * TOP_SITES];
+	static struct row rows[2 * TOP_SITES]; /* the report is written under its own lock */
+	int n = 0, more = 0;
+	/* Under the lock, the top sites by sampled bytes, then the sites set
+	 * apart that are not among them (a site set apart on little volume,
+	 * or pinned by a rule and no longer sampled, would not show); named
+	 * after. */
 	mb_site_lock();
 	for (size_t i = 0; i < mb_site_count_locked(); i++) {
 		struct mb_site *s = mb_site_nth_locked(i);
-		if (!s->samples || !listed(s))
-			continue;
-		int pos = n < TOP_SITES ? n++ : TOP_SITES;
-		while (pos > 0 && top[pos - 1]->sampled_bytes < s->sampled_bytes) {
-			if (pos < TOP_SITES)
-				top[pos] = top[pos - 1];
-			pos--;
-		}
-		if (pos < TOP_SITES)
-			top[pos] = s;
+		if (s->samples && listed(s))
+			rank(top, &n, TOP_SITES, s);
 	}
+	for (size_t i = 0; i < mb_site_count_locked(); i++) {
+		struct mb_site *s = mb_site_nth_locked(i);
+		int in_top = 0;
+		for (int k = 0; k < n && !in_top; k++)
+			in_top = top[k] == s;
+		if (!in_top && listed(s) && set_apart(s))
+			rank(top + n, &more, TOP_SITES, s);
+	}
+	n += more;
 	for (int i = 0; i < n; i++) {
 		rows[i].s = *top[i];
 		rows[i].key = mb_site_key(top[i]);
@@ -68,8 +93,8 @@ void mb_site_report_write(struct mb_out *o, int json)
 	mb_site_unlock();
 
 	/* Every frame named at once: one pass over each object's symbols. */
-	static void *pcs[TOP_SITES * ROW_FRAMES];
-	static struct mb_symbol syms[TOP_SITES * ROW_FRAMES];
+	static void *pcs[2 * TOP_SITES * ROW_FRAMES];
+	static struct mb_symbol syms[2 * TOP_SITES * ROW_FRAMES];
 	size_t npc = 0;
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < rows[i].s.nframes && k < ROW_FRAMES; k++)
@@ -78,8 +103,9 @@ void mb_site_report_write(struct mb_out *o, int json)
 	npc = 0;
 
 	if (!json)
-		mb_out_fmt(o, "Call sites (top %d by sampled bytes; the 'D' rows split a wrapper's row by the callers behind it)\n"
-			      "  %-10s %4s %7s %10s %10s %13s %6s %5s  %s\n", TOP_SITES, "type", "lane", "samples", "bytes",
+		mb_out_fmt(o, "Call sites (top %d by sampled bytes, then up to %d more set apart from the default type;"
+			      " the 'D' rows split a wrapper's row by the callers behind it)\n"
+			      "  %-10s %4s %7s %10s %10s %13s %6s %5s  %s\n", TOP_SITES, TOP_SITES, "type", "lane", "samples", "bytes",
 			   "live(est)", "lifetime", "freed", "flags", "frames (function+offset (library))");
 	for (int i = 0; i < n; i++) {
 		const struct mb_site *s = &rows[i].s;

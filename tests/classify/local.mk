@@ -7,8 +7,10 @@ check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test tests/classify/site-rows.test \
+	tests/classify/set-apart-rows.test \
 	tests/classify/unwinder_load.test
 EXTRA_DIST += tests/classify/classify_common.h tests/classify/three_sites_load.h tests/classify/site-rows.test tests/classify/rules_override.env \
+	tests/classify/set-apart-rows.test \
 	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test \
 	tests/classify/unwinder_load.test
@@ -28,6 +30,11 @@ tests_classify_rules_override_LDFLAGS = -Wl,--export-dynamic
 tests_classify_rules_override_LDADD = -ldl
 tests_classify_typed_api_SOURCES = tests/classify/typed_api.c
 tests_classify_typed_api_LDADD = -ldl
+# Not a test itself: set-apart-rows.test reads its report.
+check_PROGRAMS += tests/classify/set_apart_rows
+tests_classify_set_apart_rows_SOURCES = tests/classify/set_apart_rows.c
+tests_classify_set_apart_rows_LDFLAGS = -Wl,--export-dynamic
+tests_classify_set_apart_rows_LDADD = -ldl
 # Not a test itself: unwinder_load.test runs it with one thread and two.
 check_PROGRAMS += tests/classify/unwinder_load
 tests_classify_unwinder_load_SOURCES = tests/classify/unwinder_load.c
