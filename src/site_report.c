@@ -78,10 +78,12 @@ void mb_site_report_write(struct mb_out *o, int json)
 	}
 	for (size_t i = 0; i < mb_site_count_locked(); i++) {
 		struct mb_site *s = mb_site_nth_locked(i);
+		if (!listed(s) || !set_apart(s))
+			continue;
 		int in_top = 0;
 		for (int k = 0; k < n && !in_top; k++)
 			in_top = top[k] == s;
-		if (!in_top && listed(s) && set_apart(s))
+		if (!in_top)
 			rank(top + n, &more, TOP_SITES, s);
 	}
 	n += more;
