@@ -238,11 +238,6 @@ static void back_to_default(struct mb_site *s)
 	set_key(s, MB_DEFAULT_TYPE);
 }
 
-static int set_apart_now(const struct mb_site *s)
-{
-	return mb_site_key(s) != MB_DEFAULT_TYPE;
-}
-
 static int32_t evidence(const struct mb_site *s)
 {
 	return s->n_short + s->n_medium + s->n_lasting + s->n_old + s->n_prior_old;
@@ -330,9 +325,9 @@ void mb_site_decide_locked(struct mb_site *s)
 		 * type: pinned once more of its samples are old than were
 		 * freed late, a cache before that. */
 		if (4 * lasting >= 3 * total &&
-		    (set_apart_now(s) || (s->live_estimate >= SET_APART_BYTES && rest_dies_sooner(s, total))))
+		    (mb_site_set_apart(s) || (s->live_estimate >= SET_APART_BYTES && rest_dies_sooner(s, total))))
 			set_apart(s, old > s->n_medium ? MB_KERNNORCLM : MB_KERNRCLM);
-		else if (2 * s->n_short > total && set_apart_now(s))
+		else if (2 * s->n_short > total && mb_site_set_apart(s))
 			back_to_default(s);
 	}
 	if (s->parent)

@@ -148,6 +148,12 @@ static inline int mb_site_type(const struct mb_site *s)
 {
 	return mb_key_type(mb_site_key(s));
 }
+/* Whether s's allocations get another key than the default type's: set
+ * apart on evidence, or typed by a rule or a profile. */
+static inline int mb_site_set_apart(const struct mb_site *s)
+{
+	return mb_site_key(s) != MB_DEFAULT_TYPE;
+}
 
 /* The evidence of s changed: its key, and its wrapper's flag. */
 void mb_site_decide_locked(struct mb_site *s);

@@ -52,13 +52,6 @@ static void rank(struct mb_site **top, int *n, int cap, struct mb_site *s)
 		top[pos] = s;
 }
 
-/* Whether s's allocations get another key than the default type's: set
- * apart on evidence, or typed by a rule or a profile. */
-static int set_apart(const struct mb_site *s)
-{
-	return mb_site_key(s) != MB_DEFAULT_TYPE;
-}
-
 void mb_site_report_write(struct mb_out *o, int json)
 {
 	if (!mb_site_table)
@@ -78,7 +71,7 @@ void mb_site_report_write(struct mb_out *o, int json)
 	}
 	for (size_t i = 0; i < mb_site_count_locked(); i++) {
 		struct mb_site *s = mb_site_nth_locked(i);
-		if (!listed(s) || !set_apart(s))
+		if (!listed(s) || !mb_site_set_apart(s))
 			continue;
 		int in_top = 0;
 		for (int k = 0; k < n && !in_top; k++)
