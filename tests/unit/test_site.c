@@ -265,9 +265,14 @@ TEST(type_follows_old_against_late_frees)
 	/* As many freed late as old: a cache. */
 	evidence(s, 0, 4, 0, 4, SET_APART);
 	ASSERT_APART(s, MB_KERNRCLM);
-	/* One more old: pinned again, on the same lane. */
+	/* More old than freed late is not enough to be pinned again... */
 	int lane = s->lane;
 	evidence(s, 0, 4, 0, 5, SET_APART);
+	ASSERT_APART(s, MB_KERNRCLM);
+	evidence(s, 0, 4, 0, 32, SET_APART);
+	ASSERT_APART(s, MB_KERNRCLM);
+	/* ...more than eight times as many is, on the same lane. */
+	evidence(s, 0, 4, 0, 33, SET_APART);
 	ASSERT_APART(s, MB_KERNNORCLM);
 	ASSERT_EQ(s->lane, lane);
 	ASSERT_EQ(mb_lane_type[lane], MB_KERNNORCLM);
@@ -276,10 +281,45 @@ TEST(type_follows_old_against_late_frees)
 	ASSERT_APART(s, MB_KERNRCLM);
 	/* An earlier run's old samples (the profile) do. */
 	mb_site_lock();
-	s->n_prior_old = 1;
+	s->n_prior_old = 29;
 	mb_site_decide_locked(s);
 	mb_site_unlock();
 	ASSERT_APART(s, MB_KERNNORCLM);
+}
+
+/* A cache holds old objects while it frees others late, about as many or
+ * twice as many while it grows: its type must not follow every sample
+ * across one boundary, or each flip sends its new slabs to the other
+ * type's pageblocks. The counts are those of the patch's experiment
+ * (highorder), whose FIFO cache went pinned and back in one run in five. */
+TEST(type_holds_between_its_two_boundaries)
+{
+	tables();
+	struct mb_site *c = site();
+	evidence(c, 0, 0, 8, 0, SET_APART);
+	ASSERT_APART(c, MB_KERNRCLM);
+	static const int32_t cache[][3] = { /* freed late, lasting, old */
+		{ 164, 102, 329 }, { 178, 74, 357 }, { 235, 307, 116 }, { 155, 216, 156 },
+		{ 190, 181, 191 }, { 128, 5, 405 }, { 184, 331, 91 },
+	};
+	for (size_t i = 0; i < sizeof cache / sizeof cache[0]; i++) {
+		evidence(c, 0, cache[i][0], cache[i][1], cache[i][2], SET_APART);
+		ASSERT_APART(c, MB_KERNRCLM);
+	}
+	/* A pinned site stays pinned while up to half as many samples are
+	 * freed late as are old, and goes back at more. */
+	struct mb_site *p = site();
+	evidence(p, 0, 0, 0, 40, SET_APART);
+	ASSERT_APART(p, MB_KERNNORCLM);
+	evidence(p, 0, 20, 0, 40, SET_APART);
+	ASSERT_APART(p, MB_KERNNORCLM);
+	evidence(p, 0, 21, 0, 40, SET_APART);
+	ASSERT_APART(p, MB_KERNRCLM);
+	/* Back as a cache, it needs eight times as many old again. */
+	evidence(p, 0, 21, 0, 168, SET_APART);
+	ASSERT_APART(p, MB_KERNRCLM);
+	evidence(p, 0, 21, 0, 169, SET_APART);
+	ASSERT_APART(p, MB_KERNNORCLM);
 }
 
 TEST(back_to_default_when_most_die_young)
