@@ -255,31 +255,44 @@ TEST(set_apart_needs_three_in_four_lasting)
 	}
 }
 
+/* Decisions on s in a row: per step, its samples freed late, lasting and
+ * old, and the type it must then have, apart on its lane. */
+struct type_step {
+	int32_t late, lasting, old;
+	int type;
+};
+
+static void type_steps(struct mb_site *s, const struct type_step *st, size_t n, int line)
+{
+	for (size_t i = 0; i < n; i++) {
+		evidence(s, 0, st[i].late, st[i].lasting, st[i].old, SET_APART);
+		if (s->lane < MB_FIRST_LANE || mb_site_key(s) != s->lane || mb_site_type(s) != st[i].type)
+			test_fail(__FILE__, line, "step %zu (late %d, lasting %d, old %d): not apart as type %d: key %d, lane %d, type %d",
+				  i, st[i].late, st[i].lasting, st[i].old, st[i].type, mb_site_key(s), s->lane, mb_site_type(s));
+	}
+}
+#define TYPE_STEPS(s, st) type_steps((s), (st), sizeof(st) / sizeof((st)[0]), __LINE__)
+
 TEST(type_follows_old_against_late_frees)
 {
 	tables();
 	struct mb_site *s = site();
-	/* Old samples only: pinned. */
-	evidence(s, 0, 0, 0, 8, SET_APART);
-	ASSERT_APART(s, MB_KERNNORCLM);
-	/* As many freed late as old: a cache. */
-	evidence(s, 0, 4, 0, 4, SET_APART);
-	ASSERT_APART(s, MB_KERNRCLM);
-	/* More old than freed late is not enough to be pinned again... */
+	static const struct type_step steps[] = {
+		{ 0, 0, 8, MB_KERNNORCLM },  /* old samples only: pinned */
+		{ 4, 0, 4, MB_KERNRCLM },    /* as many freed late as old: a cache */
+		{ 4, 0, 5, MB_KERNRCLM },    /* more old than freed late is not enough */
+		{ 4, 0, 32, MB_KERNRCLM },   /* nor eight times as many */
+		{ 4, 0, 33, MB_KERNNORCLM }, /* more than eight times is */
+		{ 4, 20, 4, MB_KERNRCLM },   /* lasting (not old) samples do not count */
+	};
+	TYPE_STEPS(s, steps);
+	/* The type changes on the same lane. */
 	int lane = s->lane;
-	evidence(s, 0, 4, 0, 5, SET_APART);
-	ASSERT_APART(s, MB_KERNRCLM);
-	evidence(s, 0, 4, 0, 32, SET_APART);
-	ASSERT_APART(s, MB_KERNRCLM);
-	/* ...more than eight times as many is, on the same lane. */
 	evidence(s, 0, 4, 0, 33, SET_APART);
-	ASSERT_APART(s, MB_KERNNORCLM);
 	ASSERT_EQ(s->lane, lane);
 	ASSERT_EQ(mb_lane_type[lane], MB_KERNNORCLM);
-	/* Lasting (not old) samples do not count as old. */
 	evidence(s, 0, 4, 20, 4, SET_APART);
-	ASSERT_APART(s, MB_KERNRCLM);
-	/* An earlier run's old samples (the profile) do. */
+	/* An earlier run's old samples (the profile) count as old. */
 	mb_site_lock();
 	s->n_prior_old = 29;
 	mb_site_decide_locked(s);
@@ -290,36 +303,26 @@ TEST(type_follows_old_against_late_frees)
 /* A cache holds old objects while it frees others late, about as many or
  * twice as many while it grows: its type must not follow every sample
  * across one boundary, or each flip sends its new slabs to the other
- * type's pageblocks. The counts are those of the patch's experiment
- * (highorder), whose FIFO cache went pinned and back in one run in five. */
+ * type's pageblocks. The cache's counts are those of the patch's
+ * experiment (highorder), whose FIFO cache went pinned and back in one
+ * run in five. */
 TEST(type_holds_between_its_two_boundaries)
 {
 	tables();
-	struct mb_site *c = site();
-	evidence(c, 0, 0, 8, 0, SET_APART);
-	ASSERT_APART(c, MB_KERNRCLM);
-	static const int32_t cache[][3] = { /* freed late, lasting, old */
-		{ 164, 102, 329 }, { 178, 74, 357 }, { 235, 307, 116 }, { 155, 216, 156 },
-		{ 190, 181, 191 }, { 128, 5, 405 }, { 184, 331, 91 },
+	static const struct type_step cache[] = {
+		{ 0, 8, 0, MB_KERNRCLM },     { 164, 102, 329, MB_KERNRCLM }, { 178, 74, 357, MB_KERNRCLM },
+		{ 235, 307, 116, MB_KERNRCLM }, { 155, 216, 156, MB_KERNRCLM }, { 190, 181, 191, MB_KERNRCLM },
+		{ 128, 5, 405, MB_KERNRCLM },  { 184, 331, 91, MB_KERNRCLM },
 	};
-	for (size_t i = 0; i < sizeof cache / sizeof cache[0]; i++) {
-		evidence(c, 0, cache[i][0], cache[i][1], cache[i][2], SET_APART);
-		ASSERT_APART(c, MB_KERNRCLM);
-	}
+	TYPE_STEPS(site(), cache);
 	/* A pinned site stays pinned while up to half as many samples are
-	 * freed late as are old, and goes back at more. */
-	struct mb_site *p = site();
-	evidence(p, 0, 0, 0, 40, SET_APART);
-	ASSERT_APART(p, MB_KERNNORCLM);
-	evidence(p, 0, 20, 0, 40, SET_APART);
-	ASSERT_APART(p, MB_KERNNORCLM);
-	evidence(p, 0, 21, 0, 40, SET_APART);
-	ASSERT_APART(p, MB_KERNRCLM);
-	/* Back as a cache, it needs eight times as many old again. */
-	evidence(p, 0, 21, 0, 168, SET_APART);
-	ASSERT_APART(p, MB_KERNRCLM);
-	evidence(p, 0, 21, 0, 169, SET_APART);
-	ASSERT_APART(p, MB_KERNNORCLM);
+	 * freed late as are old, goes back at more, and then needs eight
+	 * times as many old again. */
+	static const struct type_step pinned[] = {
+		{ 0, 0, 40, MB_KERNNORCLM },  { 20, 0, 40, MB_KERNNORCLM }, { 21, 0, 40, MB_KERNRCLM },
+		{ 21, 0, 168, MB_KERNRCLM }, { 21, 0, 169, MB_KERNNORCLM },
+	};
+	TYPE_STEPS(site(), pinned);
 }
 
 TEST(back_to_default_when_most_die_young)
