@@ -33,6 +33,15 @@ static int all_lists_empty(const struct mb_buddy *b)
 	return 1;
 }
 
+/* Everything was freed: every pageblock back in the pool, no list holds a
+ * block; the region goes. */
+static void whole_again_and_gone(struct mb_buddy *b)
+{
+	ASSERT_EQ(b->nr_global, b->nblocks);
+	ASSERT(all_lists_empty(b));
+	test_buddy_free_region(b);
+}
+
 /* An order-k request splits a fresh pageblock into one free block at every
  * order from k to the top, and freeing it coalesces all the way back. */
 TEST(split_and_coalesce_every_order)
@@ -149,9 +158,56 @@ TEST(homes_keep_users_apart)
 		free_ok(&B, c[i]);
 	for (int i = 0; i < 256; i++)
 		free_ok(&B, a[i]);
-	ASSERT_EQ(B.nr_global, B.nblocks);
-	ASSERT(all_lists_empty(&B));
-	test_buddy_free_region(&B);
+	whole_again_and_gone(&B);
+}
+
+/* A block freed in a home user's home long ago, now behind more than
+ * HOME_SCAN blocks freed since in another pageblock of its type, is still
+ * the one it gets: the home does not move to where memory was freed last. */
+TEST(home_block_found_deep_in_the_lists)
+{
+	test_buddy_new(&B, 8, 8);
+	/* The home user fills one pageblock, a plain user the next. */
+	long home[128], other[128];
+	size_t hpb = 0;
+	for (int i = 0; i < 128; i++) {
+		home[i] = mb_buddy_alloc_home(&B, 1, MB_KERNRCLM, 0, NULL);
+		ASSERT_GE(home[i], 0);
+		if (i == 0)
+			hpb = (size_t)home[0] >> B.pb_order;
+		ASSERT_EQ((size_t)home[i] >> B.pb_order, hpb);
+	}
+	for (int i = 0; i < 128; i++)
+		other[i] = alloc_ok(&B, 1, MB_KERNRCLM);
+	size_t opb = (size_t)other[0] >> B.pb_order;
+	ASSERT_NE(opb, hpb);
+	/* One page freed in the home, then 20 single pages (no two of them
+	 * buddies) in the other pageblock. */
+	free_ok(&B, home[5]);
+	for (int i = 0; i < 40; i += 2)
+		free_ok(&B, other[i]);
+	int pos = 0;
+	for (uint32_t idx = B.free_area[MB_KERNRCLM][0].head; idx != MB_NIL && (long)idx != home[5]; idx = B.pages[idx].next)
+		pos++;
+	ASSERT_GE(pos, 16);
+	ASSERT_EQ(B.free_area[MB_KERNRCLM][0].nr_free, 21);
+	/* The home's page it is, and the home stays. */
+	long again = mb_buddy_alloc_home(&B, 1, MB_KERNRCLM, 0, NULL);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(again, home[5]);
+	ASSERT_EQ(B.home[0], (long)hpb);
+	/* With the home full, a block elsewhere, and the home follows it. */
+	long next = mb_buddy_alloc_home(&B, 1, MB_KERNRCLM, 0, NULL);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ((size_t)next >> B.pb_order, opb);
+	ASSERT_EQ(B.home[0], (long)opb);
+	free_ok(&B, next);
+	for (int i = 0; i < 128; i++) {
+		free_ok(&B, home[i]);
+		if (i % 2 || i >= 40)
+			free_ok(&B, other[i]);
+	}
+	whole_again_and_gone(&B);
 }
 
 /* Take single pages of type from its own lists until they are empty. */
