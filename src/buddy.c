@@ -809,7 +809,7 @@ static long smallest_free_in(const struct mb_buddy *b, size_t pb, unsigned order
  * slabs ended up strewn one every few dozen pages over every pageblock of
  * its type, where no large request fits between them (mstress-like churn
  * took a new pageblock for every 256 KiB run beside 12 MiB free, and
- * peaked 12-14% higher). */
+ * peaked 12-15% higher). */
 static long take_in_home(struct mb_buddy *b, int who, unsigned order, int type)
 {
 	size_t pb = (size_t)b->home[who];

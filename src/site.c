@@ -318,7 +318,7 @@ static int rest_dies_sooner(const struct mb_site *s, int32_t total)
  * many while it grows; with one boundary at "more old than freed late"
  * such a cache flipped to pinned and back, and each flip sent its new
  * slabs to the other type's pageblocks, a churning cache among the pinned
- * objects (the patch's experiment: 18-133 of 160 in one run in five,
+ * objects (the patch's experiment: 15-133 of 160 in one run in eight,
  * instead of 150-160). */
 static int pinned_type(const struct mb_site *s, int32_t old)
 {

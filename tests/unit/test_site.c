@@ -304,8 +304,8 @@ TEST(type_follows_old_against_late_frees)
  * twice as many while it grows: its type must not follow every sample
  * across one boundary, or each flip sends its new slabs to the other
  * type's pageblocks. The cache's counts are those of the patch's
- * experiment (highorder), whose FIFO cache went pinned and back in one
- * run in five. */
+ * experiment (highorder), whose FIFO cache went pinned and back in about
+ * one run in eight. */
 TEST(type_holds_between_its_two_boundaries)
 {
 	tables();
