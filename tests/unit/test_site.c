@@ -292,6 +292,7 @@ TEST(type_follows_old_against_late_frees)
 	ASSERT_EQ(s->lane, lane);
 	ASSERT_EQ(mb_lane_type[lane], MB_KERNNORCLM);
 	evidence(s, 0, 4, 20, 4, SET_APART);
+	ASSERT_APART(s, MB_KERNRCLM);
 	/* An earlier run's old samples (the profile) count as old. */
 	mb_site_lock();
 	s->n_prior_old = 29;
