@@ -770,29 +770,35 @@ static long alloc_run(struct mb_buddy *b, size_t npages, int type, int *zeroed)
  * its home or, failing that, outside the other homes. */
 #define HOME_SCAN 16
 
+/* For a walk over a pageblock's page records: how many pages the free
+ * block, block being purged or allocation that page i heads covers; 1
+ * for any other page (the tail of a run from an earlier pageblock). */
+static size_t walk_len(const struct mb_buddy *b, size_t i)
+{
+	const struct mb_page *p = &b->pages[i];
+	if (p->state == MB_PG_FREE || p->state == MB_PG_PURGING)
+		return (size_t)1 << p->order;
+	if (p->state == MB_PG_ALLOC && p->npages)
+		return p->npages;
+	return 1;
+}
+
 /* The smallest free block of at least `order` in pageblock pb (with
- * records), found by walking its blocks; -1 if none. */
+ * records), found by walking its blocks; -1 if none. A block being
+ * purged is on no list: not taken. */
 static long smallest_free_in(const struct mb_buddy *b, size_t pb, unsigned order)
 {
 	size_t i = pb << b->pb_order, end = i + b->pb_pages;
 	long best = -1;
 	unsigned best_order = b->pb_order;
-	while (i < end) {
+	for (; i < end; i += walk_len(b, i)) {
 		const struct mb_page *p = &b->pages[i];
-		size_t len = 1;
-		if (p->state == MB_PG_FREE || p->state == MB_PG_PURGING) {
-			len = (size_t)1 << p->order;
-			/* A block being purged is on no list: not taken. */
-			if (p->state == MB_PG_FREE && p->order >= order && p->order < best_order) {
-				best = (long)i;
-				best_order = p->order;
-				if (best_order == order)
-					break;
-			}
-		} else if (p->state == MB_PG_ALLOC && p->npages) {
-			len = p->npages;
+		if (p->state == MB_PG_FREE && p->order >= order && p->order < best_order) {
+			best = (long)i;
+			best_order = p->order;
+			if (best_order == order)
+				break;
 		}
-		i += len;
 	}
 	return best;
 }
@@ -1124,13 +1130,8 @@ static int take_freed(struct mb_buddy *b, size_t pb, size_t budget, struct mb_pu
 	int owner = mb_buddy_pb_type(b, pb);
 	size_t i = pb << b->pb_order, end = i + b->pb_pages;
 	while (i < end) {
-		struct mb_page *p = &b->pages[i];
-		if (p->state == MB_PG_ALLOC) {
-			i += p->npages;
-		} else if (p->state == MB_PG_PURGING) {
-			i += (size_t)1 << p->order;
-		} else if (p->state != MB_PG_FREE) {
-			i++; /* the tail of a run from an earlier pageblock */
+		if (b->pages[i].state != MB_PG_FREE) {
+			i += walk_len(b, i);
 		} else {
 			size_t s = i;
 			int dirty = 0;
