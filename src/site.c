@@ -322,7 +322,8 @@ static int rest_dies_sooner(const struct mb_site *s, int32_t total)
  * instead of 150-160). */
 static int pinned_type(const struct mb_site *s, int32_t old)
 {
-	if (mb_site_set_apart(s) && mb_site_type(s) == MB_KERNNORCLM)
+	_Static_assert(MB_DEFAULT_TYPE != MB_KERNNORCLM, "a site typed KernNoRclm is set apart");
+	if (mb_site_type(s) == MB_KERNNORCLM)
 		return old >= 2 * (int64_t)s->n_medium;
 	return old > 8 * (int64_t)s->n_medium;
 }
