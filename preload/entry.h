@@ -30,30 +30,47 @@ static inline void *malloc_as(int t, size_t n)
 	return mb_sampled(mb_malloc(n, T(t)), t, n);
 }
 
+/* The classifier's slow path, which the sampling countdown brings every
+ * few hundred allocations even to a thread whose every object comes from
+ * its thread cache: the thread heap's time-based work rides on it. */
+static inline int classify_slow(void *ra, size_t n)
+{
+	mb_alloc_tick();
+	return mb_classify_site_slow(ra, n);
+}
+
+static inline int classify(void *ra, size_t n)
+{
+	int key;
+	if (__builtin_expect(mb_classify_fast(ra, &key), 1))
+		return key;
+	return classify_slow(ra, n);
+}
+
 static inline void *site_malloc(void *ra, size_t n)
 {
-	return malloc_as(mb_classify(ra, n), n);
+	return malloc_as(classify(ra, n), n);
 }
 
 /* For a caller whose mb_classify_fast() already said no: the countdown
  * is counted, so only the slow path runs. */
 static inline void *site_malloc_slow(void *ra, size_t n)
 {
-	return malloc_as(mb_classify_site_slow(ra, n), n);
+	return malloc_as(classify_slow(ra, n), n);
 }
 
 /* The product may overflow: mb_calloc fails then, and the classifier
  * only takes the size as a hint. */
 static inline void *site_calloc(void *ra, size_t nmemb, size_t size)
 {
-	int t = mb_classify(ra, nmemb * size);
+	int t = classify(ra, nmemb * size);
 	return mb_sampled(mb_calloc(nmemb, size, T(t)), t, nmemb * size);
 }
 
 /* align: a power of two. */
 static inline void *site_memalign(void *ra, size_t align, size_t n)
 {
-	int t = mb_classify(ra, n);
+	int t = classify(ra, n);
 	return mb_sampled(mb_memalign(align, n, T(t)), t, n);
 }
 
@@ -64,7 +81,7 @@ static inline void *site_realloc(void *ra, void *p, size_t n, const char *func)
 {
 	if (mb_glibc_pointer(p))
 		return mb_glibc.realloc(p, n);
-	int t = mb_classify(ra, n);
+	int t = classify(ra, n);
 	void *q = mb_realloc(p, n, T(t), func);
 	return q != p ? mb_sampled(q, t, n) : q;
 }

@@ -83,6 +83,13 @@ static void *small_from(struct mb_theap *h, size_t n, int key, unsigned c)
 	return p;
 }
 
+void mb_alloc_tick(void)
+{
+	struct mb_theap *h = mb_self.heap;
+	if (h)
+		mb_theap_tick(h);
+}
+
 __attribute__((noinline)) void *mb_malloc_small_slow(struct mb_theap *h, size_t n, int key, unsigned c)
 {
 	return small_from(h, n, key, c);

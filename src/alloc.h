@@ -48,6 +48,10 @@ static inline void *mb_malloc_inline(size_t n, int key)
 	return mb_malloc(n, key);
 }
 
+/* A slow path of the calling thread that allocates nothing itself: its
+ * thread heap's time-based work (theap.h's mb_theap_tick). */
+void mb_alloc_tick(void);
+
 /* The slab of an object just freed on a fast path (the entry points'
  * free, preload/entry.h) must change lists. */
 void mb_free_settle(struct mb_slab *s);

@@ -339,36 +339,59 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 
 /* ---- the thread cache ---- */
 
+/* The objects of one bin's thread cache back into their slabs (see
+ * mb_theap_flush_cache). */
+static unsigned flush_bin(struct mb_theap *h, struct mb_tcache *tc, int settle)
+{
+	unsigned put = 0;
+	while (tc->n) {
+		void *p = tc->e[--tc->n].p;
+		struct mb_slab *s = mb_theap_slab_of(p);
+		long i = s ? mb_slab_index(s, p) : -1;
+		struct mb_slab_word *w = i >= 0 ? &s->w[i >> 6] : NULL;
+		uint64_t bit = (uint64_t)1 << (i & 63);
+		/* Without settle the cache is a fork child's copy of a thread
+		 * it does not have, which the fork may have caught between
+		 * two stores: only an entry whose object is marked cached in
+		 * one of h's slabs is put back (an object that thread was
+		 * freeing or taking is lost with it; a live one is never
+		 * marked free). */
+		if (!settle && (i < 0 || mb_slab_owner(s) != h || !(w->cached & bit)))
+			continue;
+		mb_word_store(&w->cached, w->cached & ~bit);
+		mb_word_store(&w->free, w->free | bit);
+		s->used--;
+		put++;
+		/* No other entry names s once it is empty, so it may go to
+		 * the buddy here. */
+		if (settle && mb_slab_settle_due(s))
+			mb_theap_freed(h, s);
+	}
+	return put;
+}
+
 unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
 {
 	unsigned put = 0;
+	for (int b = -1; (b = next_bin(h->used, b)) >= 0;)
+		put += flush_bin(h, mb_theap_tcache(h, used_key(b), used_class(b)), settle);
+	return put;
+}
+
+/* The bins of h's thread cache that no allocation took from since the
+ * last call: their objects back into their slabs. A cached object counts
+ * as used in its slab, so until then neither the slab can empty nor the
+ * purge return its page: a program whose load has moved on to other
+ * sizes would keep up to MB_TCACHE_BYTES of every class it once used. */
+static void age_cache(struct mb_theap *h)
+{
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
 		struct mb_tcache *tc = mb_theap_tcache(h, used_key(b), used_class(b));
-		while (tc->n) {
-			void *p = tc->e[--tc->n].p;
-			struct mb_slab *s = mb_theap_slab_of(p);
-			long i = s ? mb_slab_index(s, p) : -1;
-			struct mb_slab_word *w = i >= 0 ? &s->w[i >> 6] : NULL;
-			uint64_t bit = (uint64_t)1 << (i & 63);
-			/* Without settle the cache is a fork child's copy of a
-			 * thread it does not have, which the fork may have
-			 * caught between two stores: only an entry whose object
-			 * is marked cached in one of h's slabs is put back (an
-			 * object that thread was freeing or taking is lost with
-			 * it; a live one is never marked free). */
-			if (!settle && (i < 0 || mb_slab_owner(s) != h || !(w->cached & bit)))
-				continue;
-			mb_word_store(&w->cached, w->cached & ~bit);
-			mb_word_store(&w->free, w->free | bit);
-			s->used--;
-			put++;
-			/* No other entry names s once it is empty, so it may
-			 * go to the buddy here. */
-			if (settle && mb_slab_settle_due(s))
-				mb_theap_freed(h, s);
-		}
+		uint32_t *mark = &h->aged_nalloc[used_key(b) * MB_NCLASSES + used_class(b)];
+		if (tc->n && (uint32_t)tc->nalloc == *mark)
+			flush_bin(h, tc, 1);
+		*mark = (uint32_t)tc->nalloc;
 	}
-	return put;
 }
 
 /* ---- heaps without a thread ---- */
@@ -387,7 +410,7 @@ static void orphan_ready_locked(void)
 		return;
 	heap_init(&orphan);
 	orphan.in_use = 1;
-	orphan.flushed_ms = mb_now_ms();
+	orphan.flushed_ms = orphan.aged_ms = mb_now_ms();
 	orphan_ready = 1;
 	mb_lock_acquire(&heaps_lock);
 	orphan.next = all_heaps;
@@ -454,7 +477,7 @@ struct mb_theap *mb_theap_create(void)
 	 * them between heaps); a bin not used yet gets its own when it is. */
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;)
 		mb_theap_tcache(h, used_key(b), used_class(b))->cap = mb_classes[used_class(b)].cache_cap;
-	h->flushed_ms = mb_now_ms();
+	h->flushed_ms = h->aged_ms = mb_now_ms();
 	return h;
 }
 
@@ -552,6 +575,10 @@ void mb_theap_tick(struct mb_theap *h)
 	if (++h->slow_calls & 63)
 		return;
 	uint64_t now = mb_now_ms();
+	if (now - h->aged_ms >= mb_purge_period_ms()) {
+		h->aged_ms = now;
+		age_cache(h);
+	}
 	if (now - h->flushed_ms < 2 * mb_purge_period_ms())
 		return;
 	h->flushed_ms = now;

@@ -12,8 +12,10 @@
  * objects stay out of band (the slab's cached bits, slab.h): a cached
  * object counts as used in its slab, so the purge leaves its page and the
  * slab cannot empty under it, and a second free of it is a double free.
- * The cache goes back into the slabs when the heap gives memory back,
- * and at thread exit.
+ * The cache goes back into the slabs when the heap gives memory back, at
+ * thread exit, and bin by bin once no allocation took from a bin for a
+ * purge period (mb_theap_tick), so that a class the program stopped using
+ * does not keep its last objects' pages resident.
  *
  * Besides its current slabs a heap keeps, per (key, class), the slabs it
  * owns with free objects (partial), without (full), and a few it emptied
@@ -84,6 +86,10 @@ struct mb_theap {
 	struct mb_counts counts;   /* large objects (small ones: the bins) */
 	uint32_t slow_calls;       /* slow paths since the last look at the clock */
 	uint64_t flushed_ms;       /* when the run cache was last given back */
+	uint64_t aged_ms;          /* when the thread cache was last aged */
+	/* Per bin, the low 32 bits of tc[].nalloc when the thread cache was
+	 * last aged: a bin whose count has not moved since is idle. */
+	uint32_t aged_nalloc[MB_NKEYS * MB_NCLASSES];
 	struct mb_lock lock;       /* the lists, and which slab is current */
 	struct mb_slabq partial[MB_NKEYS][MB_NCLASSES];
 	struct mb_slabq full[MB_NKEYS][MB_NCLASSES];
@@ -141,7 +147,10 @@ int mb_orphan_give_back(void);
  * lets go of its slabs. Returns the objects put back. */
 unsigned mb_theap_flush_cache(struct mb_theap *h, int settle);
 
-/* Every slow path: once in a while, time-based work (the run cache). */
+/* Every slow path: once in a while, time-based work: the run cache given
+ * back, and the thread cache aged (the objects of a bin no allocation
+ * took from for a purge period go back into their slabs, where the purge
+ * can return their pages). */
 void mb_theap_tick(struct mb_theap *h);
 /* Give back what h (the caller's) holds that nothing uses: the run
  * cache, and slabs left entirely free, by the owner or by other threads.

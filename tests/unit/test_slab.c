@@ -15,8 +15,9 @@
  * mb_theap_purge() hands back the whole free pages of sparse slabs, not of
  * the current one, and the slab still works after; the thread cache hands
  * back the last freed object first, keeps its objects' pages from the
- * purge, and empties into the slabs when the heap gives memory back and at
- * exit. The buddy checker runs after every phase.
+ * purge, and empties into the slabs when the heap gives memory back, at
+ * exit, and bin by bin when no allocation took from a bin for a purge
+ * period. The buddy checker runs after every phase.
  *
  * The heap is set up once for the whole program: thread heaps live in
  * metadata outside it and stay on the list of heaps, so every test gives
@@ -888,4 +889,64 @@ TEST(thread_cache_pages_kept_from_the_purge_until_given_back)
 	mb_theap_destroy(h);
 	all_back();
 	free(v);
+}
+
+/* The next slow path of h looks at the clock, and a purge period has
+ * passed since its thread cache was last aged. */
+static void tick_due(struct mb_theap *h)
+{
+	h->slow_calls = 63;
+	h->aged_ms = mb_now_ms() - mb_purge_period_ms();
+	mb_theap_tick(h);
+}
+
+/* A bin of the thread cache that no allocation took from for a purge
+ * period goes back into its slabs at the thread's next slow path, which
+ * can then empty; a bin allocated from meanwhile keeps its objects until
+ * it too stays idle for a period. */
+TEST(thread_cache_of_an_idle_class_ages_back_into_its_slabs)
+{
+	heap();
+	thread_cache(1);
+	const unsigned idle = 3, busy = 5, n = 4;
+	ASSERT_GE(mb_classes[idle].cache_cap, n);
+	ASSERT_GE(mb_classes[busy].cache_cap, n);
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	struct mb_tcache *ti = mb_theap_tcache(h, MB_DEFAULT_TYPE, idle);
+	struct mb_tcache *tb = mb_theap_tcache(h, MB_DEFAULT_TYPE, busy);
+	void *vi[n], *vb[n];
+	for (unsigned i = 0; i < n; i++) {
+		vi[i] = take(h, MB_DEFAULT_TYPE, idle);
+		vb[i] = take(h, MB_DEFAULT_TYPE, busy);
+	}
+	struct mb_slab *si = mb_theap_slab_of(vi[0]);
+	for (unsigned i = 0; i < n; i++) {
+		give(h, vi[i]);
+		give(h, vb[i]);
+	}
+	ASSERT_EQ(ti->n, n);
+	ASSERT_EQ(tb->n, n);
+	ASSERT_EQ(si->used, n);
+	/* Both allocated from since the heap was made: neither is idle. */
+	tick_due(h);
+	ASSERT_EQ(ti->n, n);
+	ASSERT_EQ(tb->n, n);
+	/* A period with an allocation of the busy class only. */
+	give(h, take(h, MB_DEFAULT_TYPE, busy));
+	tick_due(h);
+	ASSERT_EQ(ti->n, 0);
+	ASSERT_EQ(si->used, 0);
+	for (unsigned i = 0; i < n; i++)
+		ASSERT(mb_slab_is_reclaimable(si, (uint32_t)mb_slab_index(si, vi[i])));
+	ASSERT_EQ(tb->n, n);
+	ASSERT_BUDDY(B);
+	/* A period with no allocation at all: the busy class is idle now. */
+	tick_due(h);
+	ASSERT_EQ(tb->n, 0);
+	ASSERT_EQ(mb_theap_slab_of(vb[0])->used, 0);
+	ASSERT_BUDDY(B);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
 }
