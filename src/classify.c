@@ -452,6 +452,8 @@ int mb_classify_site_slow(void *ra, size_t n)
 	if (!mb_classify_ready) {
 		if (__atomic_load_n(&mb_classify_asleep, __ATOMIC_ACQUIRE))
 			wake_maybe();
+		else
+			mb_self.sample_countdown = countdown_drawn = WAKE_CHECK;
 		return MB_DEFAULT_TYPE;
 	}
 	struct mb_site *s = mb_site_lookup(MB_SITES_DIRECT, (uintptr_t)ra);

@@ -52,8 +52,10 @@ static inline int mb_classify_fast(void *ra, int *key)
 	}
 	uintptr_t tab = atomic_load_explicit((_Atomic uintptr_t *)&mb_site_table, memory_order_acquire);
 	if (__builtin_expect(tab == 0, 0)) {
-		*key = MB_DEFAULT_TYPE; /* classification off, or asleep */
-		return !mb_classify_asleep || --mb_self.sample_countdown > 0;
+		/* Classification off, or asleep: the countdown still brings
+		 * the thread to a slow path now and then (alloc.h). */
+		*key = MB_DEFAULT_TYPE;
+		return --mb_self.sample_countdown > 0;
 	}
 	if (__builtin_expect(--mb_self.sample_countdown > 0, 1)) {
 		struct mb_site_slot *s = &mb_site_table_slots(tab)[mb_site_hash((uintptr_t)ra) & mb_site_table_mask(tab)];
