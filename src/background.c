@@ -155,6 +155,19 @@ static int start(void)
 	return mb_own_thread_start(run, stack_bytes(), "mbuddy-purge");
 }
 
+/* A heap that has handed out this much is worth the thread as soon as it
+ * has memory to give back, however young the process: reaching it took
+ * tens of milliseconds of page faults, next to which starting a thread is
+ * nothing, and a program that builds such a load in less than a decay
+ * time, drops it and goes idle would otherwise keep it all. */
+#define BG_START_HEAP_BYTES ((size_t)64 << 20)
+
+static int large_heap(void)
+{
+	size_t pages = __atomic_load_n(&mb_heap.buddy.pages_allocated, __ATOMIC_RELAXED);
+	return pages >= BG_START_HEAP_BYTES >> MB_PAGE_SHIFT;
+}
+
 /* Starts the thread if a purge is due and may_start, wakes it if it
  * sleeps with nothing to wait for. Returns 1 if the thread takes care of
  * the work. */
@@ -171,15 +184,16 @@ static int kick(uint64_t due, int may_start)
 	}
 	/* Memory to return starts it, in a process that has lived one decay
 	 * time (most processes end before any of their memory could be due,
-	 * and need no thread), as soon as it is queued rather than when it
-	 * falls due: a program that frees its data and then makes no
+	 * and need no thread) or holds a large heap, as soon as it is queued
+	 * rather than when it falls due: a program that frees its data and then makes no
 	 * allocator call would otherwise keep it all. Or a dense unit that
 	 * has waited MB_HP_THREAD_MS for its collapse. A process that frees
 	 * nothing and holds no dense 2 MiB keeps one thread. Collapses are
 	 * made by the thread only, never on an allocation's path (one can
 	 * take milliseconds). */
 	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
-	int release = mb_purge_release_due() != UINT64_MAX && now - mb_heap.started_ms >= mb_opt.decay_ms;
+	int release = mb_purge_release_due() != UINT64_MAX &&
+		      (now - mb_heap.started_ms >= mb_opt.decay_ms || large_heap());
 	int collapse = hp != UINT64_MAX && now >= hp + MB_HP_THREAD_MS;
 	if (s != BG_NONE || !may_start || !mb_opt.background || (!release && !collapse))
 		return 0;

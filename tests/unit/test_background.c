@@ -4,8 +4,10 @@
  * every signal blocked) and it returns the memory by itself; asleep with
  * nothing queued, it is woken when memory is freed and returns that too
  * once idle for the decay time, not before, with no further allocator call
- * from the program; a fork child starts its own. The test only reads the
- * heap under the heap lock, and runs the buddy checker there. */
+ * from the program; a fork child starts its own; a process younger than
+ * the decay time starts it once its heap has handed out 64 MiB. The test
+ * only reads the heap under the heap lock, and runs the buddy checker
+ * there. */
 #include "config.h"
 #include "harness.h"
 #include "background.h"
@@ -232,5 +234,38 @@ TEST(fork_child_starts_its_own)
 	ASSERT_EQ(pthread_atfork(fork_prepare, fork_parent, fork_child), 0);
 	struct test_child c;
 	test_child_run(&c, child, NULL);
+	ASSERT_CHILD_OK(&c);
+}
+
+/* ---- a young process with a large heap ---- */
+
+/* A process younger than the decay time gets the thread as soon as memory
+ * is queued once its heap has handed out 64 MiB; below that, not before
+ * it has lived a decay time (not_started_before_due). In a child, with a
+ * heap of its own that stays young for 10 s. */
+static void young_process(void *arg)
+{
+	(void)arg;
+	mb_background_fork_child(); /* the parent's thread is not the child's */
+	test_heap_setup(128 * MiB, MB_MAX_ORDER_DEFAULT, 10000);
+	mb_opt.background = 1;
+	void *keep = take(56 * MiB);
+	give(take(4 * MiB));
+	ASSERT_NE(mb_purge_release_due(), UINT64_MAX);
+	ASSERT_EQ(purge_threads(NULL), 0);
+	void *more = take(8 * MiB); /* 64 MiB handed out */
+	give(take(4 * MiB));
+	for (int i = 0; i < 200 && !purge_threads(NULL); i++)
+		sleep_ms(5);
+	ASSERT_EQ(purge_threads(NULL), 1);
+	ASSERT_LT(mb_now_ms() - mb_heap.started_ms, 10000);
+	give(more);
+	give(keep);
+}
+
+TEST(started_young_by_a_large_heap)
+{
+	struct test_child c;
+	test_child_run(&c, young_process, NULL);
 	ASSERT_CHILD_OK(&c);
 }
