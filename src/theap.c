@@ -378,18 +378,44 @@ unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
 	return put;
 }
 
-/* The bins of h's thread cache that no allocation took from since the
- * last call: their objects back into their slabs. A cached object counts
- * as used in its slab, so until then neither the slab can empty nor the
- * purge return its page: a program whose load has moved on to other
- * sizes would keep up to MB_TCACHE_BYTES of every class it once used. */
-static void age_cache(struct mb_theap *h)
+/* The current slab of an idle bin (key, c) stops being current: the
+ * purge, which leaves current slabs alone, may then hand back its free
+ * pages, or the buddy take it back whole. */
+static void retire_current(struct mb_theap *h, int key, unsigned c)
+{
+	struct mb_slab *s = h->bin[key][c].cur;
+	if (s == &mb_slab_none)
+		return;
+	if (remote_pending(s))
+		mb_slab_collect(s);
+	mb_lock_acquire(&h->lock);
+	h->bin[key][c].cur = &mb_slab_none;
+	if (s->used)
+		q_push(&h->partial[key][c], s, MB_SLAB_PARTIAL);
+	else
+		__atomic_store_n(&s->list, MB_SLAB_NONE, __ATOMIC_RELAXED);
+	mb_lock_release(&h->lock);
+	if (!s->used)
+		mb_slab_destroy(s);
+}
+
+/* The bins of h that no allocation took from since the last call: their
+ * thread cache back into their slabs, and their current slab retired. A
+ * cached object counts as used in its slab, so until then neither the
+ * slab can empty nor the purge return its page: a program whose load has
+ * moved on to other sizes would keep up to MB_TCACHE_BYTES of every class
+ * it once used, and the free objects of its current slab. */
+static void age_bins(struct mb_theap *h)
 {
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
-		struct mb_tcache *tc = mb_theap_tcache(h, used_key(b), used_class(b));
-		uint32_t *mark = &h->aged_nalloc[used_key(b) * MB_NCLASSES + used_class(b)];
-		if (tc->n && (uint32_t)tc->nalloc == *mark)
+		int k = used_key(b);
+		unsigned c = used_class(b);
+		struct mb_tcache *tc = mb_theap_tcache(h, k, c);
+		uint32_t *mark = &h->aged_nalloc[k * MB_NCLASSES + c];
+		if ((uint32_t)tc->nalloc == *mark) {
 			flush_bin(h, tc, 1);
+			retire_current(h, k, c);
+		}
 		*mark = (uint32_t)tc->nalloc;
 	}
 }
@@ -577,7 +603,7 @@ void mb_theap_tick(struct mb_theap *h)
 	uint64_t now = mb_now_ms();
 	if (now - h->aged_ms >= mb_purge_period_ms()) {
 		h->aged_ms = now;
-		age_cache(h);
+		age_bins(h);
 	}
 	if (now - h->flushed_ms < 2 * mb_purge_period_ms())
 		return;

@@ -14,8 +14,10 @@
  * slab cannot empty under it, and a second free of it is a double free.
  * The cache goes back into the slabs when the heap gives memory back, at
  * thread exit, and bin by bin once no allocation took from a bin for a
- * purge period (mb_theap_tick), so that a class the program stopped using
- * does not keep its last objects' pages resident.
+ * purge period (mb_theap_tick), when the bin's current slab also stops
+ * being current (the purge leaves current slabs alone), so that a class
+ * the program stopped using does not keep its last objects' pages
+ * resident.
  *
  * Besides its current slabs a heap keeps, per (key, class), the slabs it
  * owns with free objects (partial), without (full), and a few it emptied
@@ -148,9 +150,9 @@ int mb_orphan_give_back(void);
 unsigned mb_theap_flush_cache(struct mb_theap *h, int settle);
 
 /* Every slow path: once in a while, time-based work: the run cache given
- * back, and the thread cache aged (the objects of a bin no allocation
- * took from for a purge period go back into their slabs, where the purge
- * can return their pages). */
+ * back, and the bins no allocation took from for a purge period aged
+ * (their thread cache back into their slabs and their current slab to the
+ * partial list or the buddy, where the purge can return their pages). */
 void mb_theap_tick(struct mb_theap *h);
 /* Give back what h (the caller's) holds that nothing uses: the run
  * cache, and slabs left entirely free, by the owner or by other threads.

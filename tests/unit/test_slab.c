@@ -17,7 +17,8 @@
  * back the last freed object first, keeps its objects' pages from the
  * purge, and empties into the slabs when the heap gives memory back, at
  * exit, and bin by bin when no allocation took from a bin for a purge
- * period. The buddy checker runs after every phase.
+ * period, whose current slab then stops being current. The buddy checker
+ * runs after every phase.
  *
  * The heap is set up once for the whole program: thread heaps live in
  * metadata outside it and stay on the list of heaps, so every test gives
@@ -900,11 +901,13 @@ static void tick_due(struct mb_theap *h)
 	mb_theap_tick(h);
 }
 
-/* A bin of the thread cache that no allocation took from for a purge
- * period goes back into its slabs at the thread's next slow path, which
- * can then empty; a bin allocated from meanwhile keeps its objects until
- * it too stays idle for a period. */
-TEST(thread_cache_of_an_idle_class_ages_back_into_its_slabs)
+/* A bin that no allocation took from for a purge period gives its thread
+ * cache back into its slabs at the thread's next slow path, and its
+ * current slab stops being current: to the partial list, where the purge
+ * may hand back its free pages, or to the buddy if nothing in it lives. A
+ * bin allocated from meanwhile keeps both until it too stays idle for a
+ * period. */
+TEST(idle_bins_age_back_into_their_slabs)
 {
 	heap();
 	thread_cache(1);
@@ -920,32 +923,48 @@ TEST(thread_cache_of_an_idle_class_ages_back_into_its_slabs)
 		vi[i] = take(h, MB_DEFAULT_TYPE, idle);
 		vb[i] = take(h, MB_DEFAULT_TYPE, busy);
 	}
-	struct mb_slab *si = mb_theap_slab_of(vi[0]);
+	struct mb_slab *si = mb_theap_slab_of(vi[0]), *sb = mb_theap_slab_of(vb[0]);
+	/* vi[0] stays live. */
 	for (unsigned i = 0; i < n; i++) {
-		give(h, vi[i]);
+		if (i)
+			give(h, vi[i]);
 		give(h, vb[i]);
 	}
-	ASSERT_EQ(ti->n, n);
+	ASSERT_EQ(ti->n, n - 1);
 	ASSERT_EQ(tb->n, n);
 	ASSERT_EQ(si->used, n);
+	size_t slab_pages = mb_heap.slab_pages;
 	/* Both allocated from since the heap was made: neither is idle. */
 	tick_due(h);
-	ASSERT_EQ(ti->n, n);
+	ASSERT_EQ(ti->n, n - 1);
 	ASSERT_EQ(tb->n, n);
+	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][idle].cur, si);
 	/* A period with an allocation of the busy class only. */
 	give(h, take(h, MB_DEFAULT_TYPE, busy));
 	tick_due(h);
 	ASSERT_EQ(ti->n, 0);
-	ASSERT_EQ(si->used, 0);
-	for (unsigned i = 0; i < n; i++)
+	ASSERT_EQ(si->used, 1);
+	for (unsigned i = 1; i < n; i++)
 		ASSERT(mb_slab_is_reclaimable(si, (uint32_t)mb_slab_index(si, vi[i])));
+	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][idle].cur, &mb_slab_none);
+	ASSERT_EQ(si->list, MB_SLAB_PARTIAL);
 	ASSERT_EQ(tb->n, n);
+	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][busy].cur, sb);
+	ASSERT_EQ(mb_heap.slab_pages, slab_pages);
 	ASSERT_BUDDY(B);
-	/* A period with no allocation at all: the busy class is idle now. */
+	/* A period with no allocation at all: the busy class is idle now,
+	 * and its slab, with nothing live, goes back to the buddy. */
 	tick_due(h);
 	ASSERT_EQ(tb->n, 0);
-	ASSERT_EQ(mb_theap_slab_of(vb[0])->used, 0);
+	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][busy].cur, &mb_slab_none);
+	ASSERT_EQ(mb_heap.slab_pages, slab_pages - mb_classes[busy].slab_pages);
 	ASSERT_BUDDY(B);
+	/* The idle class again: its partial slab becomes current. */
+	void *p = take(h, MB_DEFAULT_TYPE, idle);
+	ASSERT_EQ(mb_theap_slab_of(p), si);
+	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][idle].cur, si);
+	give(h, p);
+	give(h, vi[0]);
 	mb_theap_give_back(h);
 	mb_theap_destroy(h);
 	all_back();
