@@ -2,7 +2,7 @@
 # (tests/preload/run-preloaded.sh), which also reads <name>.env files.
 classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
 	tests/classify/three_sites_cxx tests/classify/rules_override tests/classify/typed_api \
-	tests/classify/wrapper_unwinds
+	tests/classify/wrapper_unwinds tests/classify/unwinder_tls
 check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
@@ -20,6 +20,8 @@ tests_classify_three_sites_LDADD = -ldl
 tests_classify_three_sites_wrapped_SOURCES = tests/classify/three_sites.c
 tests_classify_three_sites_wrapped_CPPFLAGS = $(AM_CPPFLAGS) -DWRAPPED
 tests_classify_three_sites_wrapped_LDADD = -ldl
+tests_classify_unwinder_tls_SOURCES = tests/classify/unwinder_tls.c
+tests_classify_unwinder_tls_LDADD = -ldl -lpthread
 tests_classify_wrapper_unwinds_SOURCES = tests/classify/wrapper_unwinds.c
 tests_classify_wrapper_unwinds_LDFLAGS = -Wl,--export-dynamic
 tests_classify_wrapper_unwinds_LDADD = -ldl

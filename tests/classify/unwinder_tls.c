@@ -1,0 +1,73 @@
+/* What libunwind allocates through malloc while libmbuddy unwinds a stack
+ * stays away from the program's objects: glibc gives a dlopen'ed library's
+ * thread-local variables a block from malloc in each thread that first
+ * touches them, and libunwind's are touched by a thread's first unwind,
+ * from inside an allocation. Such a block, among the program's objects of
+ * its size, was overwritten by an overflow of theirs (the overflow test
+ * crashed in unw_backtrace about once in a hundred runs); it must come
+ * from KernNoRclm's slabs, which hold only what asks for a type. Checked
+ * in the main thread and in a second one. Exit 77 when libunwind's block
+ * is not the allocator's (glibc put it in static TLS). */
+#define _GNU_SOURCE 1
+#include "classify_common.h"
+
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+
+static int find_tls(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	if (info->dlpi_name && strstr(info->dlpi_name, "libunwind") && info->dlpi_tls_data) {
+		*(void **)data = info->dlpi_tls_data;
+		return 1;
+	}
+	return 0;
+}
+
+/* This thread's block of libunwind's thread-local variables, once its
+ * allocations have made libmbuddy unwind; NULL if none came. */
+static void *unwinder_tls(void)
+{
+	void *tls = NULL;
+	for (long i = 0; i < (1L << 24) && !tls; i++) {
+		free(keep(malloc(16 + (size_t)(i & 7) * 16)));
+		if ((i & 1023) == 0)
+			dl_iterate_phdr(find_tls, &tls);
+	}
+	return tls;
+}
+
+static int check(const char *thread)
+{
+	void *tls = unwinder_tls();
+	if (!tls) {
+		printf("%s: libunwind's thread-local block never appeared\n", thread);
+		return 1;
+	}
+	if (pointer_type(tls) < 0) {
+		printf("%s: libunwind's thread-local block %p is not libmbuddy's (static TLS)\n", thread, tls);
+		return 77;
+	}
+	char what[64];
+	snprintf(what, sizeof what, "%s: libunwind's TLS", thread);
+	return expect_type(what, tls, 0);
+}
+
+static void *second(void *arg)
+{
+	*(int *)arg = check("second thread");
+	return NULL;
+}
+
+int main(void)
+{
+	need_libmbuddy();
+	int rc = check("main thread"), rc2 = 1;
+	pthread_t t;
+	if (pthread_create(&t, NULL, second, &rc2) != 0 || pthread_join(t, NULL) != 0)
+		return 1;
+	if (rc == 77 || rc2 == 77)
+		return 77;
+	return rc || rc2;
+}
