@@ -210,7 +210,8 @@ static void write_text(struct mb_out *o, const struct mb_snapshot *s, int trigge
 		   classify_state());
 
 	if (s->has_account)
-		mb_stats_write_account_text(o, &s->account, s->has_account_peak ? &s->account_peak : NULL);
+		mb_stats_write_account_text(o, &s->account, s->has_account_peak ? &s->account_peak : NULL,
+					    s->peak_rss_bytes);
 
 	mb_out_str(o, "Memory\n");
 	write_text_fields(o, s, MB_BLOCK_MEMORY);

@@ -54,9 +54,28 @@ static void text_sum(struct mb_out *o, const struct mb_account *a)
 	mb_out_fmt(o, " %8.1f (%5.1f%%)", mib(sum), a->rss ? 100.0 * (double)sum / (double)a->rss : 0.0);
 }
 
-void mb_stats_write_account_text(struct mb_out *o, const struct mb_account *now, const struct mb_account *peak)
+/* Whether an account of a resident set of rss bytes was taken at the
+ * peak, hwm: an account is taken each time the resident set has grown a
+ * tenth (account.c), so one within that of the high-water mark is. One
+ * further below missed the peak between two accounts (a process that grew
+ * faster than the accounts' cost lets them follow, or in its first
+ * 50 ms). */
+static int at_the_peak(uint64_t rss, uint64_t hwm)
 {
-	mb_out_fmt(o, "Where the resident memory is (MiB: now%s)\n", peak ? ", and at the peak" : "");
+	return hwm == 0 || rss * 11 >= hwm * 10;
+}
+
+void mb_stats_write_account_text(struct mb_out *o, const struct mb_account *now, const struct mb_account *peak,
+				 uint64_t hwm)
+{
+	int at_peak = peak && at_the_peak(peak->rss, hwm);
+	if (!peak)
+		mb_out_str(o, "Where the resident memory is (MiB: now)\n");
+	else if (at_peak)
+		mb_out_str(o, "Where the resident memory is (MiB: now, and at the peak)\n");
+	else
+		mb_out_fmt(o, "Where the resident memory is (MiB: now, and at the largest account: the peak, %.1f, "
+			   "came between two accounts)\n", mib(hwm));
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		if (!rows[i].label)
 			continue;
@@ -71,7 +90,7 @@ void mb_stats_write_account_text(struct mb_out *o, const struct mb_account *now,
 		text_sum(o, peak);
 	mb_out_str(o, "\n");
 	const struct mb_account *a = peak ? peak : now;
-	mb_out_fmt(o, "  free bytes in slabs%s by type:", peak ? " at the peak" : "");
+	mb_out_fmt(o, "  free bytes in slabs%s by type:", !peak ? "" : at_peak ? " at the peak" : " at the largest account");
 	for (int t = 0; t < MB_NTYPES; t++)
 		mb_out_fmt(o, " %s %.1f MiB%s", mb_type_names[t], mib(a->slab_free_type[t]), t + 1 < MB_NTYPES ? "," : "\n");
 	/* The classes that hold the most: where slab sizes or spacing cost. */

@@ -74,3 +74,11 @@ tests_stats_own_malloc_nopie_CFLAGS = $(AM_CFLAGS) -fno-pie -fno-builtin
 tests_stats_own_malloc_nopie_LDFLAGS = -Wc,-no-pie
 TESTS += tests/stats/nopie-served.test tests/stats/gcc-served.test
 EXTRA_DIST += tests/stats/nopie-served.test tests/stats/gcc-served.test
+
+# The account's second column is headed "at the peak" only when it is:
+# a program whose peak came and went before any account.
+check_PROGRAMS += tests/stats/peak_between
+tests_stats_peak_between_SOURCES = tests/stats/peak_between.c
+tests_stats_peak_between_CFLAGS = $(AM_CFLAGS) -fno-builtin
+TESTS += tests/stats/peak-label.test
+EXTRA_DIST += tests/stats/peak-label.test
