@@ -2,26 +2,24 @@
 # (tests/preload/run-preloaded.sh), which also reads <name>.env files.
 classify_tests = tests/classify/three_sites tests/classify/three_sites_wrapped \
 	tests/classify/three_sites_cxx tests/classify/rules_override tests/classify/typed_api \
-	tests/classify/wrapper_unwinds tests/classify/unwinder_tls
+	tests/classify/wrapper_unwinds
 check_PROGRAMS += $(classify_tests)
 TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-load.test \
 	tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test tests/classify/site-rows.test \
 	tests/classify/set-apart-rows.test \
-	tests/classify/unwinder_load.test
+	tests/classify/unwinder_load.test tests/classify/unwinder_tls.test
 EXTRA_DIST += tests/classify/classify_common.h tests/classify/three_sites_load.h tests/classify/site-rows.test tests/classify/rules_override.env \
 	tests/classify/set-apart-rows.test \
 	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test \
-	tests/classify/unwinder_load.test
+	tests/classify/unwinder_load.test tests/classify/unwinder_tls.test
 
 tests_classify_three_sites_SOURCES = tests/classify/three_sites.c
 tests_classify_three_sites_LDADD = -ldl
 tests_classify_three_sites_wrapped_SOURCES = tests/classify/three_sites.c
 tests_classify_three_sites_wrapped_CPPFLAGS = $(AM_CPPFLAGS) -DWRAPPED
 tests_classify_three_sites_wrapped_LDADD = -ldl
-tests_classify_unwinder_tls_SOURCES = tests/classify/unwinder_tls.c
-tests_classify_unwinder_tls_LDADD = -ldl -lpthread
 tests_classify_wrapper_unwinds_SOURCES = tests/classify/wrapper_unwinds.c
 tests_classify_wrapper_unwinds_LDFLAGS = -Wl,--export-dynamic
 tests_classify_wrapper_unwinds_LDADD = -ldl
@@ -37,8 +35,11 @@ check_PROGRAMS += tests/classify/set_apart_rows
 tests_classify_set_apart_rows_SOURCES = tests/classify/set_apart_rows.c
 tests_classify_set_apart_rows_LDFLAGS = -Wl,--export-dynamic
 tests_classify_set_apart_rows_LDADD = -ldl
-# Not a test itself: unwinder_load.test runs it with one thread and two.
-check_PROGRAMS += tests/classify/unwinder_load
+# Not tests themselves: unwinder_load.test and unwinder_tls.test run them
+# with one thread and two.
+check_PROGRAMS += tests/classify/unwinder_load tests/classify/unwinder_tls
+tests_classify_unwinder_tls_SOURCES = tests/classify/unwinder_tls.c
+tests_classify_unwinder_tls_LDADD = -ldl -lpthread
 tests_classify_unwinder_load_SOURCES = tests/classify/unwinder_load.c
 tests_classify_unwinder_load_LDADD = -ldl -lpthread
 # Not a test itself: profile-load.test counts its system calls.

@@ -7,7 +7,14 @@
  * crashed in unw_backtrace about once in a hundred runs); it must come
  * from KernNoRclm's slabs, which hold only what asks for a type. Checked
  * in the main thread and in a second one. Exit 77 when libunwind's block
- * is not the allocator's (glibc put it in static TLS). */
+ * is not the allocator's (glibc put it in static TLS).
+ *
+ * The same holds for dlopen's records of libunwind, allocated by whoever
+ * loads it: the first unwinding allocation itself in a process with one
+ * thread, a loader thread of libmbuddy's in one with others (with an
+ * argument, a thread is started first and blocks until the end, as in
+ * unwinder_load.c); that thread's slabs, abandoned at its exit, would
+ * otherwise be adopted by the program's threads. */
 #define _GNU_SOURCE 1
 #include "classify_common.h"
 
@@ -60,12 +67,38 @@ static void *second(void *arg)
 	return NULL;
 }
 
-int main(void)
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+
+static void *blocked(void *arg)
 {
+	(void)arg;
+	pthread_mutex_lock(&gate);
+	pthread_mutex_unlock(&gate);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	(void)argv;
+	pthread_t b, t;
+	if (argc > 1) {
+		pthread_mutex_lock(&gate);
+		if (pthread_create(&b, NULL, blocked, NULL) != 0)
+			return 1;
+	}
 	need_libmbuddy();
+	/* dlopen's handle is the library's link_map, the start of the block
+	 * the loader allocated for it. */
+	void *map = dlopen(MB_LIBUNWIND_SONAME, RTLD_NOW | RTLD_NOLOAD);
+	int rc0 = !map ? 1 : expect_type(argc > 1 ? "link_map (loader thread)" : "link_map (loaded in place)", map, 0);
 	int rc = check("main thread"), rc2 = 1;
-	pthread_t t;
 	if (pthread_create(&t, NULL, second, &rc2) != 0 || pthread_join(t, NULL) != 0)
+		return 1;
+	if (argc > 1) {
+		pthread_mutex_unlock(&gate);
+		pthread_join(b, NULL);
+	}
+	if (rc0)
 		return 1;
 	if (rc == 77 || rc2 == 77)
 		return 77;
