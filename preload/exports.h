@@ -16,7 +16,7 @@
 /* Where the exported function returns to: the call site. Only meaningful
  * in the exported function itself, or in a function inlined into it. */
 #define CALLER __builtin_return_address(0)
-/* The slab key of what mb_classify() returned (its flags masked off). */
+/* The slab key of what the classifier returned (its flags masked off). */
 #define T(t) ((t) & MB_KEY_MASK)
 
 void cfree(void *p);

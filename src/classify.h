@@ -68,15 +68,7 @@ static inline int mb_classify_fast(void *ra, int *key)
 	return 0;
 }
 
-static inline int mb_classify(void *ra, size_t n)
-{
-	int key;
-	if (__builtin_expect(mb_classify_fast(ra, &key), 1))
-		return key;
-	return mb_classify_site_slow(ra, n);
-}
-
-/* After an allocation that mb_classify() marked for sampling. */
+/* After an allocation that the classifier marked for sampling. */
 void mb_classify_sampled(void *p, size_t n);
 static inline void *mb_sampled(void *p, int t, size_t n)
 {

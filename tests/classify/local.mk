@@ -9,7 +9,7 @@ TESTS += $(classify_tests) tests/classify/profile.test tests/classify/profile-lo
 	tests/classify/dlopen_sites.test tests/classify/dlclose_range.test tests/classify/site-rows.test \
 	tests/classify/set-apart-rows.test \
 	tests/classify/unwinder_load.test tests/classify/unwinder_tls.test
-EXTRA_DIST += tests/classify/classify_common.h tests/classify/three_sites_load.h tests/classify/site-rows.test tests/classify/rules_override.env \
+EXTRA_DIST += tests/classify/classify_common.h tests/classify/two_threads.h tests/classify/three_sites_load.h tests/classify/site-rows.test tests/classify/rules_override.env \
 	tests/classify/set-apart-rows.test \
 	tests/classify/profile.test tests/classify/profile-load.test tests/classify/profile-save.test \
 	tests/classify/dlopen_sites.test tests/classify/dlsite_lib.c tests/classify/dlclose_range.test \

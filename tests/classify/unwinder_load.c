@@ -8,20 +8,11 @@
  * path; without, the in-place one. */
 #include "classify_common.h"
 
+#include "two_threads.h"
+
 #include <fcntl.h>
-#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
-
-static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
-
-static void *blocked(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&gate);
-	pthread_mutex_unlock(&gate);
-	return NULL;
-}
 
 /* The lowest descriptor the program would get now. */
 static int lowest_free(void)
@@ -34,11 +25,8 @@ static int lowest_free(void)
 int main(int argc, char **argv)
 {
 	(void)argv;
-	pthread_t t;
-	if (argc > 1) {
-		pthread_mutex_lock(&gate);
-		pthread_create(&t, NULL, blocked, NULL);
-	}
+	if (argc > 1 && second_thread_start() != 0)
+		return 1;
 	int before = lowest_free();
 	if (unwinder_loaded()) {
 		fprintf(stderr, "libunwind is loaded before any allocation: nothing to test\n");
@@ -48,9 +36,7 @@ int main(int argc, char **argv)
 	int loaded = unwinder_loaded(), after = lowest_free();
 	printf("%s: libunwind %s; lowest free descriptor %d before the load, %d after\n",
 	       argc > 1 ? "with a second thread" : "one thread", loaded ? "loaded" : "NOT loaded", before, after);
-	if (argc > 1) {
-		pthread_mutex_unlock(&gate);
-		pthread_join(t, NULL);
-	}
+	if (argc > 1)
+		second_thread_end();
 	return loaded && after == before ? 0 : 1;
 }

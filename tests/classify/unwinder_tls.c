@@ -12,14 +12,14 @@
  * The same holds for dlopen's records of libunwind, allocated by whoever
  * loads it: the first unwinding allocation itself in a process with one
  * thread, a loader thread of libmbuddy's in one with others (with an
- * argument, a thread is started first and blocks until the end, as in
- * unwinder_load.c); that thread's slabs, abandoned at its exit, would
+ * argument, a thread is started first and blocks until the end,
+ * two_threads.h); that thread's slabs, abandoned at its exit, would
  * otherwise be adopted by the program's threads. */
 #define _GNU_SOURCE 1
 #include "classify_common.h"
+#include "two_threads.h"
 
 #include <link.h>
-#include <pthread.h>
 #include <string.h>
 
 static int find_tls(struct dl_phdr_info *info, size_t size, void *data)
@@ -67,25 +67,12 @@ static void *second(void *arg)
 	return NULL;
 }
 
-static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
-
-static void *blocked(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&gate);
-	pthread_mutex_unlock(&gate);
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
 	(void)argv;
-	pthread_t b, t;
-	if (argc > 1) {
-		pthread_mutex_lock(&gate);
-		if (pthread_create(&b, NULL, blocked, NULL) != 0)
-			return 1;
-	}
+	pthread_t t;
+	if (argc > 1 && second_thread_start() != 0)
+		return 1;
 	need_libmbuddy();
 	/* dlopen's handle is the library's link_map, the start of the block
 	 * the loader allocated for it. */
@@ -94,10 +81,8 @@ int main(int argc, char **argv)
 	int rc = check("main thread"), rc2 = 1;
 	if (pthread_create(&t, NULL, second, &rc2) != 0 || pthread_join(t, NULL) != 0)
 		return 1;
-	if (argc > 1) {
-		pthread_mutex_unlock(&gate);
-		pthread_join(b, NULL);
-	}
+	if (argc > 1)
+		second_thread_end();
 	if (rc0)
 		return 1;
 	if (rc == 77 || rc2 == 77)
