@@ -156,8 +156,13 @@ static void realloc_growth(void)
 	}
 	pt_msg("realloc growth: reached %zu KiB", n / KiB);
 	/* Growing by 3 MiB steps while other 6 MiB are held: moves need the
-	 * old and new copies at once, so about half the heap is the floor. */
-	PT_CHECK(n >= 24 * MiB, "realloc growth stopped at %zu bytes in a 64 MiB heap", n);
+	 * old and new copies at once, so about half the heap is the ceiling.
+	 * The floor is a quarter: what lives for good, the allocator's own
+	 * records among it (libunwind's, in KernNoRclm's slabs, loaded when
+	 * scheduling has it), holds a pageblock wherever the heap had room
+	 * at that moment, and one held in the middle halves the longest run
+	 * (21.5 MiB was seen in a loaded test run, 51 MiB usually). */
+	PT_CHECK(n >= 16 * MiB, "realloc growth stopped at %zu bytes in a 64 MiB heap", n);
 	PT_CHECK(pt_intact(p, n, 5), "the block lost its contents when realloc failed");
 	/* Grow one page at a time at the limit: in-place growth until it
 	 * cannot, then ENOMEM with the block intact. */
