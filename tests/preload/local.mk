@@ -20,14 +20,19 @@ preload_tests = \
 	tests/preload/purge_thread_tls \
 	tests/preload/overflow_metadata
 
-check_PROGRAMS += $(preload_tests) tests/preload/misuse
-TESTS += $(preload_tests) tests/preload/misuse.test
+check_PROGRAMS += $(preload_tests) tests/preload/misuse tests/preload/cache_aging
+TESTS += $(preload_tests) tests/preload/misuse.test tests/preload/cache-aging.test
 EXTRA_DIST += \
 	tests/preload/run-preloaded.sh \
 	tests/preload/misuse.test \
+	tests/preload/cache-aging.test \
 	tests/preload/exhaustion.env \
 	tests/preload/glibc_api.env \
 	tests/preload/free_only_thread.env
+
+tests_preload_cache_aging_SOURCES = tests/preload/cache_aging.c tests/preload/ptest.h
+tests_preload_cache_aging_CFLAGS = $(preload_cflags)
+tests_preload_cache_aging_LDADD = $(preload_ldadd)
 
 tests_preload_api_conformance_SOURCES = tests/preload/api_conformance.c tests/preload/ptest.h
 tests_preload_api_conformance_CFLAGS = $(preload_cflags)
