@@ -173,7 +173,7 @@ int mb_file_open_regular(const char *path, int follow, struct stat *st, const ch
 	if (fstat(fd, &now) != 0 || !S_ISREG(now.st_mode) || !same_file(&now, st)) {
 		close(fd);
 		*why = "was changed while it was opened";
-		return -1;
+		return -2;
 	}
 	*st = now;
 	return fd;

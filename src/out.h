@@ -46,7 +46,10 @@ int mb_out_flush(struct mb_out *o);
 
 /* Open path for reading if it is a regular file (a symbolic link is
  * followed only if follow is set). A FIFO or device is never opened, and
- * opening never blocks. Returns the descriptor, with *st its status. */
+ * opening never blocks. Returns the descriptor, with *st its status; -2
+ * (and *why) when the path named another file once opened than when
+ * looked at: another process may have just renamed a file over it, and a
+ * caller that replaces it may try again. */
 int mb_file_open_regular(const char *path, int follow, struct stat *st, const char **why);
 
 /* Whether the regular file *st may be replaced: it belongs to the

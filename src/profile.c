@@ -504,6 +504,8 @@ static int save_once(const char **why)
 	char *text = NULL;
 	size_t len = 0, bytes = 0;
 	int fd = mb_file_open_regular(save_path, 0, &st, why), rc = 0;
+	if (fd == -2)
+		return 1; /* another process's save renamed its file over it */
 	if (fd < 0 && (*why || errno != ENOENT))
 		return -1;
 	if (fd >= 0)
