@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <sys/single_threaded.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -168,6 +169,14 @@ static int large_heap(void)
 	return pages >= BG_START_HEAP_BYTES >> MB_PAGE_SHIFT;
 }
 
+static uint64_t start_age_ms(void)
+{
+	uint64_t age = mb_opt.decay_ms;
+	if (__libc_single_threaded && age < MB_BG_ALONE_AGE_MS)
+		age = MB_BG_ALONE_AGE_MS;
+	return age;
+}
+
 /* Starts the thread if a purge is due and may_start, wakes it if it
  * sleeps with nothing to wait for. Returns 1 if the thread takes care of
  * the work. */
@@ -184,8 +193,9 @@ static int kick(uint64_t due, int may_start)
 	}
 	/* Memory to return starts it, in a process that has lived one decay
 	 * time (most processes end before any of their memory could be due,
-	 * and need no thread) or holds a large heap, as soon as it is queued
-	 * rather than when it falls due: a program that frees its data and
+	 * and need no thread; a process of one thread, MB_BG_ALONE_AGE_MS)
+	 * or holds a large heap, as soon as it is queued rather than when it
+	 * falls due: a program that frees its data and
 	 * then makes no allocator call would otherwise keep it all. Or a
 	 * dense unit that has waited MB_HP_THREAD_MS for its collapse. A
 	 * process that frees nothing and holds no dense 2 MiB keeps one
@@ -193,7 +203,7 @@ static int kick(uint64_t due, int may_start)
 	 * allocation's path (one can take milliseconds). */
 	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
 	int release = mb_purge_release_due() != UINT64_MAX &&
-		      (now - mb_heap.started_ms >= mb_opt.decay_ms || large_heap());
+		      (now - mb_heap.started_ms >= start_age_ms() || large_heap());
 	int collapse = hp != UINT64_MAX && now >= hp + MB_HP_THREAD_MS;
 	if (s != BG_NONE || !may_start || !mb_opt.background || (!release && !collapse))
 		return 0;

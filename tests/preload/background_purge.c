@@ -3,7 +3,9 @@
  * again otherwise).
  *
  *  - A process that only allocates never gets the thread.
- *  - Once a purge is due the thread starts, named mbuddy-purge, with every
+ *  - A process of one thread younger than half a second does not get it
+ *    either when a purge is due: its calls return the memory.
+ *  - Once a purge is due in an older process the thread starts, named mbuddy-purge, with every
  *    signal blocked; memory freed before the program goes idle comes back
  *    to the kernel while the program makes no allocator call.
  *  - fork while the thread runs (and other threads churn, so that releases
@@ -101,6 +103,20 @@ static void sleep_ms(long ms)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) != 0)
 		;
+}
+
+/* A process of one thread gets the purge thread no younger than this
+ * (MB_BG_ALONE_AGE_MS, background.h). */
+#define ALONE_AGE_MS 500
+
+static struct timespec started;
+
+/* Milliseconds since main began: at most the heap's age. */
+static double age_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - started.tv_sec) * 1e3 + (double)(t.tv_nsec - started.tv_nsec) / 1e6;
 }
 
 static void *blocks[NBLOCKS];
@@ -271,6 +287,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "main-exits-first") == 0)
 		run_main_exits_first();
 	pt_watchdog(120);
+	clock_gettime(CLOCK_MONOTONIC, &started);
 
 	int purge, full;
 	/* Allocating only, for longer than the decay time: no thread. */
@@ -283,15 +300,33 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NBLOCKS; i++)
 		free(blocks[i]);
 
-	/* Freed, then a call once the purge is due: the thread starts and
-	 * returns what is freed next while the program sleeps. */
+	/* Freed, then calls once the purge is due: a process of one thread
+	 * younger than half a second (MB_BG_ALONE_AGE_MS) gets no thread,
+	 * and its calls return the memory themselves. */
+	grow_and_drop();
+	size_t before = rss_bytes();
 	sleep_ms(120);
+	for (int i = 0; i < 40 && rss_bytes() + 24 * MiB > before; i++) {
+		free(malloc(BLOCK));
+		sleep_ms(12);
+	}
+	count_threads(&purge, &full);
+	PT_CHECK(purge == 0 || age_ms() >= ALONE_AGE_MS - 50,
+	         "a purge thread started within %.0f ms of a process of one thread", age_ms());
+	PT_CHECK(rss_bytes() + 24 * MiB <= before, "alone: RSS %zu MiB after the calls, %zu MiB before",
+	         rss_bytes() / MiB, before / MiB);
+
+	/* Older, memory queued, then a call: the thread starts and returns
+	 * what is freed next while the program sleeps. */
+	while (age_ms() < ALONE_AGE_MS + 100)
+		sleep_ms(20);
+	grow_and_drop();
 	free(malloc(BLOCK));
 	count_threads(&purge, &full);
 	PT_CHECK(purge == 1, "no purge thread after a purge came due (%d)", purge);
 	PT_CHECK(full, "the purge thread does not block every signal");
 	grow_and_drop();
-	size_t before = rss_bytes();
+	before = rss_bytes();
 	PT_CHECK(returned_while_idle(before, 3000), "RSS still %zu MiB 3 s after dropping 32 MiB (was %zu MiB)",
 	         rss_bytes() / MiB, before / MiB);
 

@@ -58,7 +58,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NBLOCKS; i++)
 		free(blocks[i]);
 	size_t before = rss_bytes();
-	sleep_ms(120);
+	/* Past the decay time and half a second into the process: a process
+	 * of one thread gets the thread no younger (MB_BG_ALONE_AGE_MS). */
+	sleep_ms(600);
 	free(pt_hide(malloc(BLOCK))); /* a purge is due: the thread starts */
 	for (long t = 0; t < 3000; t += 20) {
 		sleep_ms(20);

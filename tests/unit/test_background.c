@@ -1,5 +1,8 @@
 /* The purge thread (background.c) over a heap of its own. It is not
- * started before a purge is due, nor in a process that freed nothing;
+ * started before a purge is due, nor in a process that freed nothing,
+ * nor in a process of one thread younger than MB_BG_ALONE_AGE_MS (its
+ * calls return the memory), while one that had other threads gets it at
+ * the decay time;
  * once due, the first slow path starts it (one thread, named mbuddy-purge,
  * every signal blocked) and it returns the memory by itself; asleep with
  * nothing queued, it is woken when memory is freed and returns that too
@@ -15,7 +18,9 @@
 #include "purge.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/single_threaded.h>
 
 #define MiB ((size_t)1 << 20)
 #define DECAY 200
@@ -114,6 +119,92 @@ static void heap(void)
 	done = 1;
 }
 
+/* ---- the age at which the thread starts, alone or not ---- */
+
+/* In a child with a heap of its own, decay 50 ms: memory freed is due at
+ * once, and the thread waits only for the process's age. */
+#define QUICK_DECAY 50
+
+static void fresh_heap(void)
+{
+	mb_background_fork_child(); /* the parent's thread is not the child's */
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, QUICK_DECAY);
+	mb_opt.background = 1;
+}
+
+/* Alone (the child of a process that never had another thread), no
+ * thread before MB_BG_ALONE_AGE_MS however short the decay: the calls
+ * return the memory themselves. Then the first call that finds memory
+ * queued starts it. */
+static void alone(void *arg)
+{
+	(void)arg;
+	if (!__libc_single_threaded)
+		FAIL("this process had another thread before this test: run it first");
+	fresh_heap();
+	give(take(8 * MiB));
+	uint64_t due = mb_purge_next_due();
+	while (mb_now_ms() < due)
+		sleep_ms(5);
+	for (int i = 0; i < 100 && dirty_pageblocks(); i++) {
+		mb_purge_maybe();
+		if (mb_now_ms() - mb_heap.started_ms < MB_BG_ALONE_AGE_MS)
+			ASSERT_EQ(purge_threads(NULL), 0);
+		sleep_ms(1);
+	}
+	ASSERT_EQ(dirty_pageblocks(), 0);
+	ASSERT_EQ(purge_threads(NULL), 0);
+	while (mb_now_ms() - mb_heap.started_ms < MB_BG_ALONE_AGE_MS)
+		sleep_ms(5);
+	give(take(8 * MiB)); /* the call after it starts the thread */
+	mb_purge_maybe();
+	for (int i = 0; i < 200 && !purge_threads(NULL); i++)
+		sleep_ms(5);
+	ASSERT_EQ(purge_threads(NULL), 1);
+	returned_within(QUICK_DECAY + 1000, mb_purge_next_due(), 2);
+}
+
+TEST(alone_waits_for_its_age)
+{
+	struct test_child c;
+	test_child_run(&c, alone, NULL);
+	ASSERT_CHILD_OK(&c);
+}
+
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+/* With another thread once created, the thread starts when the first
+ * memory is due, one decay time into the process. */
+static void with_threads(void *arg)
+{
+	(void)arg;
+	pthread_t t;
+	ASSERT_EQ(pthread_create(&t, NULL, nothing, NULL), 0);
+	ASSERT_EQ(pthread_join(t, NULL), 0);
+	ASSERT_EQ(__libc_single_threaded, 0);
+	fresh_heap();
+	give(take(8 * MiB));
+	uint64_t due = mb_purge_next_due();
+	while (mb_now_ms() < due)
+		sleep_ms(5);
+	mb_purge_maybe();
+	for (int i = 0; i < 200 && !purge_threads(NULL); i++)
+		sleep_ms(5);
+	ASSERT_EQ(purge_threads(NULL), 1);
+	ASSERT_LT(mb_now_ms() - mb_heap.started_ms, MB_BG_ALONE_AGE_MS);
+	returned_within(QUICK_DECAY + 1000, due, 2);
+}
+
+TEST(with_threads_starts_at_the_decay)
+{
+	struct test_child c;
+	test_child_run(&c, with_threads, NULL);
+	ASSERT_CHILD_OK(&c);
+}
+
 /* Until something is due, no thread. */
 TEST(not_started_before_due)
 {
@@ -141,7 +232,9 @@ TEST(started_when_due)
 		give(take(8 * MiB));
 		due = mb_purge_next_due();
 	}
-	while (mb_now_ms() < due)
+	/* Alone, as this process is, the thread also waits for the
+	 * process's age. */
+	while (mb_now_ms() < due || mb_now_ms() - mb_heap.started_ms < MB_BG_ALONE_AGE_MS)
 		sleep_ms(5);
 	mb_purge_maybe();
 	pid_t tid = 0;
