@@ -20,7 +20,7 @@ struct mb_options mb_opt = {
 	.stats_fd = -1,
 	.max_order = MB_MAX_ORDER_DEFAULT,
 	.classify = 1,
-	.decay_ms = 500,
+	.decay_ms = 100,
 	.background = 1,
 };
 

@@ -44,15 +44,20 @@ const char *mb_parse_size(const char *s, size_t *out);
 /* Report a problem on stderr, prefixed "libmbuddy: ". Never allocates. */
 void mb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* What is not queued for release (sparse slabs' free pages, run caches,
- * metadata pages) is looked at every half decay time, but not more often
- * than this: with a decay time of 0 it would be walked on every slow
- * path. */
+/* What the program may still be using is looked at every purge period,
+ * two and a half decay times (250 ms by default): the size classes of the
+ * thread caches, the free pages of sparse slabs, run caches, metadata
+ * pages, and a pageblock it keeps taking pieces from. Memory nobody
+ * touches goes back after the decay; memory in use again within a period
+ * is not handed back and faulted in at each look (larson-like sizes of
+ * 8 B - 32 KiB ran 6% slower with a period of half the decay at 100 ms).
+ * Not more often than the floor: with a decay time of 0 it would be walked
+ * on every slow path. */
 #define MB_PURGE_PERIOD_MIN_MS 50
 static inline unsigned long long mb_purge_period_ms(void)
 {
-	unsigned long long half = mb_opt.decay_ms / 2;
-	return half > MB_PURGE_PERIOD_MIN_MS ? half : MB_PURGE_PERIOD_MIN_MS;
+	unsigned long long period = mb_opt.decay_ms * 5 / 2;
+	return period > MB_PURGE_PERIOD_MIN_MS ? period : MB_PURGE_PERIOD_MIN_MS;
 }
 
 #endif

@@ -16,7 +16,7 @@
 /* Held by whoever has memory in flight, for one batch at a time. */
 static struct mb_lock purge_lock = MB_LOCK_INITIALIZER("purge");
 /* Transfer caches, free pages of sparse slabs and metadata pages are not
- * queued: they are looked at every half decay period. Written under the
+ * queued: they are looked at every purge period. Written under the
  * purge lock, read without. */
 static uint64_t next_sweep_ms;
 /* When the last pass over the queues began: passes are at least
@@ -266,10 +266,10 @@ void mb_purge_offset_run(uint64_t pages)
 void mb_purge_init(void)
 {
 	/* A pageblock the program keeps taking pieces from still gives back
-	 * its other free pages, one and a half decay times after the first
-	 * of them was freed, at the cost of faulting in again what it takes
-	 * next. */
-	mb_heap.buddy.max_wait_ms = idle_ms() / 2;
+	 * its other free pages, a purge period and a decay time after the
+	 * first of them was freed, at the cost of faulting in again what it
+	 * takes next. */
+	mb_heap.buddy.max_wait_ms = mb_purge_period_ms();
 	/* Free pages in pageblocks of the other types, where classification
 	 * puts the sites it sets apart, wait a quarter of the decay time:
 	 * only those sites take them again (the rest of the heap takes its

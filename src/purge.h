@@ -4,7 +4,7 @@
  * and spans of free blocks in owned pageblocks come from the buddy's purge
  * queues, oldest first, neighbours coalesced; then the free pages of
  * sparsely used slabs, abandoned ones and those of thread heaps whose lock
- * is free (a sweep, due half a decay time after a slow-path free), and the
+ * is free (a sweep, due a purge period after a slow-path free), and the
  * metadata pages no record uses any more. The work is done by the
  * background purge thread (background.h) once it runs, else in small steps
  * by the slow paths of malloc and free.
@@ -56,7 +56,7 @@ void mb_purge_offset(void);
  * writes the run, so that its peak does not hold both. */
 void mb_purge_offset_run(uint64_t pages);
 /* Objects were freed on a slow path: their slabs' free pages are looked at
- * within half a decay time (a sweep falls due). */
+ * within a purge period (a sweep falls due). */
 void mb_purge_slabs_freed(void);
 /* Sets the heap's purge limits from the options, before the first
  * allocation. */

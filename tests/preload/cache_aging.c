@@ -5,7 +5,7 @@
  * the thread cache, then malloc/free pairs of 16 bytes for up to 2 s,
  * which the cache serves without leaving the fast path. Within that time
  * the cached bytes (mbuddy_stats_read's account_slab_free_cached) must
- * fall below 4 KiB. cache-aging.test runs it with MBUDDY_DECAY_MS=200 (the
+ * fall below 4 KiB. cache-aging.test runs it with MBUDDY_DECAY_MS=40 (the
  * bins aged every 100 ms), MBUDDY_CLASSIFY unset and off. */
 #define _GNU_SOURCE 1
 #include "ptest.h"

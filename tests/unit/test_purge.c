@@ -9,7 +9,8 @@
  * keeps the memory queued, and nothing is lost; a run of whole
  * pageblocks taken clean while freed memory waits releases as much at
  * once; free pages of the types classification sets sites apart in wait
- * a quarter of the decay. The buddy checker runs after every step. Time
+ * a quarter of the decay; a pageblock the program keeps taking pieces
+ * from waits a purge period. The buddy checker runs after every step. Time
  * is the real clock (mb_now_ms): the tests sleep through decay times of a
  * fraction of a second. */
 #include "config.h"
@@ -273,6 +274,58 @@ TEST(set_apart_types_wait_a_quarter)
 	ASSERT_EQ(u_live[0], 3);
 	give(k_live);
 	give(u_live);
+	ASSERT_EQ(B->nr_global, B->nblocks);
+}
+
+/* A pageblock the program keeps taking pieces from is not idle: its free
+ * pages stay a purge period (two and a half decay times) past the first
+ * free, however long each piece waits, then go back all the same. With a
+ * wait of half a decay time (the rule before the decay fell to 100 ms),
+ * a working set that came and went in such a pageblock was handed back
+ * and faulted in again every 150 ms. */
+TEST(dipped_pageblock_waits_a_period)
+{
+	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, 100);
+	mb_purge_init();
+	ASSERT_EQ(mb_purge_period_ms(), 250);
+	ASSERT_EQ(B->max_wait_ms, 250);
+	/* One UserRclm pageblock (the default type: no head start), half
+	 * of it freed. */
+	unsigned char *live = mb_large_alloc(2 * MiB, 0, MB_USERRCLM, 0);
+	unsigned char *freed = mb_large_alloc(2 * MiB, 0, MB_USERRCLM, 0);
+	ASSERT(live && freed);
+	ASSERT_EQ(mb_buddy_page_index(B, live) >> B->pb_order, mb_buddy_page_index(B, freed) >> B->pb_order);
+	memset(live, 1, 2 * MiB);
+	memset(freed, 2, 2 * MiB);
+	uint64_t first = mb_now_ms();
+	give(freed);
+	ASSERT_EQ(mb_buddy_nr_freed(B), 1);
+	/* A piece taken from it and given back every 10 ms. */
+	size_t released = 0;
+	while (mb_now_ms() < first + 1500 && !released) {
+		void *piece = mb_large_alloc(16 * KiB, 0, MB_USERRCLM, 0);
+		ASSERT_NE(piece, NULL);
+		ASSERT_EQ(mb_buddy_page_index(B, piece) >> B->pb_order, mb_buddy_page_index(B, live) >> B->pb_order);
+		memset(piece, 3, 16 * KiB);
+		give(piece);
+		uint64_t before = mb_now_ms();
+		released = step();
+		/* A step at 240 ms finds the last piece taken 10 ms before at
+		 * most, not a decay time. */
+		if (released && before < first + 240)
+			FAIL("%zu pages released %llu ms after the first free, while pieces are taken every 10 ms",
+			     released, (unsigned long long)(before - first));
+		sleep_ms(10);
+	}
+	ASSERT_GT(released, 0);
+	while (mb_buddy_nr_freed(B)) {
+		wait_until(mb_purge_next_due());
+		step();
+	}
+	ASSERT_EQ(test_resident_pages(freed, 2 * MiB), 0);
+	ASSERT_EQ(test_resident_pages(live, 2 * MiB), 512);
+	ASSERT_EQ(live[2 * MiB - 1], 1);
+	give(live);
 	ASSERT_EQ(B->nr_global, B->nblocks);
 }
 
