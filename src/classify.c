@@ -467,11 +467,10 @@ int mb_classify_site_slow(void *ra, size_t n)
 	 * libunwind's thread-local variables at a thread's first unwind,
 	 * dlopen's records of it) lives as long as the thread or the process
 	 * and must not lie among the program's objects, where an overflow of
-	 * one of theirs would reach it: it takes KernNoRclm's slabs, which
-	 * hold only what asks for a type (the typed API, a thread's type,
-	 * MBUDDY_RULES). tests/classify/unwinder_tls checks it. */
+	 * one of theirs would reach it: it takes the own key's slabs
+	 * (reclaim_type.h). tests/classify/unwinder_tls checks it. */
 	int hint = mb_self.type_hint;
-	mb_self.type_hint = MB_KERNNORCLM;
+	mb_self.type_hint = MB_OWN_KEY;
 	int key = classify(ra, n, s, due);
 	mb_self.type_hint = hint;
 	in_classify = 0;

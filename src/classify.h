@@ -29,8 +29,9 @@ extern int mb_classify_ready;
  * allocations down to the slow path, which decides when it wakes. */
 extern int mb_classify_asleep;
 
-/* mb_self.type_hint (thread.h): -1, or the type the thread asked for with
- * mbuddy_set_thread_type(). */
+/* mb_self.type_hint (thread.h): -1, or the slab key of every allocation
+ * of the thread: the type it asked for with mbuddy_set_thread_type(), or
+ * MB_OWN_KEY inside the library's own machinery. */
 
 /* Type (and MB_CLASSIFY_SAMPLE) for an allocation of n bytes whose
  * caller returns to ra: the general case. Never called with an allocator

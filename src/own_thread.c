@@ -13,14 +13,14 @@ union thread_fn {
 };
 
 /* What the library's own threads allocate (dlopen's records of libunwind,
- * in the loader) lives as long as the process: it takes KernNoRclm's
- * slabs, away from the program's objects, where an overflow of theirs
- * would reach it, and the slabs such a thread leaves at its exit are
- * adopted only by a thread allocating for that type. */
+ * in the loader) lives as long as the process: it takes the own key's
+ * slabs (reclaim_type.h), away from the program's objects, where an
+ * overflow of theirs would reach it, and the slabs such a thread leaves
+ * at its exit are adopted only by a thread allocating with that key. */
 static void *run(void *arg)
 {
 	union thread_fn u = { .arg = arg };
-	mb_self.type_hint = MB_KERNNORCLM;
+	mb_self.type_hint = MB_OWN_KEY;
 	return u.fn(NULL);
 }
 

@@ -26,9 +26,18 @@ enum mb_type {
  * to a call site whose objects clearly outlive the rest and are numerous
  * enough to fill slabs of their own (classify.c), so that its objects
  * gather apart from the others; a lane's type is its site's and may
- * change as the site's evidence does. */
+ * change as the site's evidence does. The last key is not a lane: see
+ * MB_OWN_KEY. */
 #define MB_NKEYS 16
 #define MB_FIRST_LANE MB_NTYPES
+/* What the library's own machinery makes others allocate (libunwind's
+ * thread-local block at a thread's first unwind, dlopen's records of
+ * libunwind, in the classifier's slow path and the library's own
+ * threads): slabs of their own, away from the program's objects, where
+ * an overflow of one of theirs would reach libunwind; of the default
+ * type, in the default key's home pageblock (slab.c), so that these few
+ * KiB do not hold a pageblock of their own. */
+#define MB_OWN_KEY (MB_NKEYS - 1)
 #define MB_KEY_MASK 0xf
 extern uint8_t mb_lane_type[MB_NKEYS];
 static inline int mb_key_type(int key)

@@ -211,7 +211,7 @@ static void set_key(struct mb_site *s, int key)
 static void set_apart(struct mb_site *s, int type)
 {
 	if (s->lane < 0) {
-		for (int k = MB_FIRST_LANE; k < MB_NKEYS; k++)
+		for (int k = MB_FIRST_LANE; k < MB_OWN_KEY; k++)
 			if (!lane_owner[k]) {
 				lane_owner[k] = s;
 				s->lane = (int8_t)k;

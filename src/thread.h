@@ -20,7 +20,8 @@ struct mb_thread {
 				   * checks live on the general paths */
 	struct mb_theap *heap;    /* NULL until the first small allocation, and after exit */
 	int32_t sample_countdown; /* allocations until the next classification sample */
-	int32_t type_hint;        /* -1, or the type set with mbuddy_set_thread_type() */
+	int32_t type_hint;        /* -1, or the slab key of the thread's allocations:
+				   * the type set with mbuddy_set_thread_type(), or MB_OWN_KEY */
 	int32_t heap_busy;        /* set while the heap is being created or torn down */
 };
 

@@ -50,7 +50,7 @@ static void need_libmbuddy(void)
 		free(keep(malloc(16)));
 }
 
-static int expect_type(const char *what, const void *p, int want)
+static inline int expect_type(const char *what, const void *p, int want)
 {
 	int got = pointer_type(p);
 	printf("%-28s %-10s (want %s)\n", what, got >= 0 ? type_name[got] : "none", type_name[want]);

@@ -372,11 +372,12 @@ TEST(lanes_run_out_and_come_back)
 {
 	tables();
 	struct mb_site *s[MB_NKEYS];
-	int nl = MB_NKEYS - MB_FIRST_LANE;
+	int nl = MB_OWN_KEY - MB_FIRST_LANE; /* the own key is no lane */
 	for (int i = 0; i < nl; i++) {
 		s[i] = site();
 		evidence(s[i], 0, 0, 8, 0, SET_APART);
 		ASSERT_APART(s[i], MB_KERNRCLM);
+		ASSERT_LT(s[i]->lane, MB_OWN_KEY);
 		for (int k = 0; k < i; k++)
 			ASSERT_NE(s[k]->lane, s[i]->lane);
 	}

@@ -203,6 +203,34 @@ TEST(objects_never_overlap_and_all_go_back)
 	all_back();
 }
 
+/* The own key's slabs (reclaim_type.h: libunwind's blocks, allocated for
+ * the library) hold nothing of the program's, and take no pageblock of
+ * their own: they are of the default type, in the default key's home. */
+TEST(own_key_slabs_share_the_default_home)
+{
+	heap();
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	ASSERT_EQ(mb_key_type(MB_OWN_KEY), MB_DEFAULT_TYPE);
+	void *prog = take(h, MB_DEFAULT_TYPE, 0);
+	size_t owned[MB_NTYPES];
+	for (int t = 0; t < MB_NTYPES; t++)
+		owned[t] = B->pb_owned[t];
+	void *own = take(h, MB_OWN_KEY, 0);
+	size_t ip = mb_buddy_page_index(B, prog), io = mb_buddy_page_index(B, own);
+	ASSERT_NE(B->pages[ip].user.ptr, B->pages[io].user.ptr);
+	ASSERT_EQ(B->pages[io].user32, MB_OWN_KEY);
+	ASSERT_EQ(io >> B->pb_order, ip >> B->pb_order);
+	for (int t = 0; t < MB_NTYPES; t++)
+		ASSERT_EQ(B->pb_owned[t], owned[t]);
+	ASSERT_BUDDY(B);
+	give(h, own);
+	give(h, prog);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+}
+
 /* Emptied slabs are kept for their class up to MB_THEAP_EMPTY_BYTES, the
  * rest go to the buddy at once; the kept ones serve the class's next slabs
  * before the buddy is asked for any; the sweep of the purge gives them
