@@ -195,12 +195,12 @@ static int kick(uint64_t due, int may_start)
 	 * time (most processes end before any of their memory could be due,
 	 * and need no thread; a process of one thread, MB_BG_ALONE_AGE_MS)
 	 * or holds a large heap, as soon as it is queued rather than when it
-	 * falls due: a program that frees its data and
-	 * then makes no allocator call would otherwise keep it all. Or a
-	 * dense unit that has waited MB_HP_THREAD_MS for its collapse. A
-	 * process that frees nothing and holds no dense 2 MiB keeps one
-	 * thread. Collapses are made by the thread only, never on an
-	 * allocation's path (one can take milliseconds). */
+	 * falls due: a program that frees its data and then makes no
+	 * allocator call would otherwise keep it all. Or a dense unit that
+	 * has waited MB_HP_THREAD_MS for its collapse. A process that frees
+	 * nothing and holds no dense 2 MiB keeps one thread. Collapses are
+	 * made by the thread only, never on an allocation's path (one can
+	 * take milliseconds). */
 	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
 	int release = mb_purge_release_due() != UINT64_MAX &&
 		      (now - mb_heap.started_ms >= start_age_ms() || large_heap());
