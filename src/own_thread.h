@@ -1,7 +1,7 @@
 /* The library's own threads (the purge thread, libunwind's loader):
  * detached, started with every signal blocked, so that no signal of the
  * program is ever delivered to them, named for ps and gdb, and allocating
- * as KernNoRclm (thread.h's type hint). */
+ * with the own key, MB_OWN_KEY (thread.h's type hint). */
 #ifndef MB_OWN_THREAD_H
 #define MB_OWN_THREAD_H
 

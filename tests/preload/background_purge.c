@@ -5,7 +5,8 @@
  *  - A process that only allocates never gets the thread.
  *  - A process of one thread younger than half a second does not get it
  *    either when a purge is due: its calls return the memory.
- *  - Once a purge is due in an older process the thread starts, named mbuddy-purge, with every
+ *  - Once a purge is due in an older process the thread starts, named
+ *    mbuddy-purge, with every
  *    signal blocked; memory freed before the program goes idle comes back
  *    to the kernel while the program makes no allocator call.
  *  - fork while the thread runs (and other threads churn, so that releases
@@ -20,6 +21,7 @@
  *    thread runs (it must not keep the process alive). */
 #define _GNU_SOURCE 1
 #include "ptest.h"
+#include "background.h" /* MB_BG_ALONE_AGE_MS */
 
 #include <dirent.h>
 #include <malloc.h>
@@ -105,18 +107,12 @@ static void sleep_ms(long ms)
 		;
 }
 
-/* A process of one thread gets the purge thread no younger than this
- * (MB_BG_ALONE_AGE_MS, background.h). */
-#define ALONE_AGE_MS 500
-
-static struct timespec started;
+static double started_s;
 
 /* Milliseconds since main began: at most the heap's age. */
 static double age_ms(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - started.tv_sec) * 1e3 + (double)(t.tv_nsec - started.tv_nsec) / 1e6;
+	return (pt_now_s() - started_s) * 1e3;
 }
 
 static void *blocks[NBLOCKS];
@@ -287,7 +283,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "main-exits-first") == 0)
 		run_main_exits_first();
 	pt_watchdog(120);
-	clock_gettime(CLOCK_MONOTONIC, &started);
+	started_s = pt_now_s();
 
 	int purge, full;
 	/* Allocating only, for longer than the decay time: no thread. */
@@ -311,14 +307,14 @@ int main(int argc, char **argv)
 		sleep_ms(12);
 	}
 	count_threads(&purge, &full);
-	PT_CHECK(purge == 0 || age_ms() >= ALONE_AGE_MS - 50,
+	PT_CHECK(purge == 0 || age_ms() >= MB_BG_ALONE_AGE_MS - 50,
 	         "a purge thread started within %.0f ms of a process of one thread", age_ms());
 	PT_CHECK(rss_bytes() + 24 * MiB <= before, "alone: RSS %zu MiB after the calls, %zu MiB before",
 	         rss_bytes() / MiB, before / MiB);
 
 	/* Older, memory queued, then a call: the thread starts and returns
 	 * what is freed next while the program sleeps. */
-	while (age_ms() < ALONE_AGE_MS + 100)
+	while (age_ms() < MB_BG_ALONE_AGE_MS + 100)
 		sleep_ms(20);
 	grow_and_drop();
 	free(malloc(BLOCK));

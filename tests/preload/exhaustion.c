@@ -158,7 +158,7 @@ static void realloc_growth(void)
 	/* Growing by 3 MiB steps while other 6 MiB are held: moves need the
 	 * old and new copies at once, so about half the heap is the ceiling.
 	 * The floor is a quarter: what lives for good, the allocator's own
-	 * records among it (libunwind's, in KernNoRclm's slabs, loaded when
+	 * records among it (libunwind's, in the own key's slabs, loaded when
 	 * scheduling has it), holds a pageblock wherever the heap had room
 	 * at that moment, and one held in the middle halves the longest run
 	 * (21.5 MiB was seen in a loaded test run, 51 MiB usually). */

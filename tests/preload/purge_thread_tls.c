@@ -9,6 +9,7 @@
  * back while the program makes no allocator call. */
 #define _GNU_SOURCE 1
 #include "ptest.h"
+#include "background.h" /* MB_BG_ALONE_AGE_MS */
 
 #include <time.h>
 
@@ -58,9 +59,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NBLOCKS; i++)
 		free(blocks[i]);
 	size_t before = rss_bytes();
-	/* Past the decay time and half a second into the process: a process
-	 * of one thread gets the thread no younger (MB_BG_ALONE_AGE_MS). */
-	sleep_ms(600);
+	/* Past the decay time and past the age at which a process of one
+	 * thread gets the thread (MB_BG_ALONE_AGE_MS). */
+	sleep_ms(MB_BG_ALONE_AGE_MS + 100);
 	free(pt_hide(malloc(BLOCK))); /* a purge is due: the thread starts */
 	for (long t = 0; t < 3000; t += 20) {
 		sleep_ms(20);

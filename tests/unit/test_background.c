@@ -121,16 +121,17 @@ static void heap(void)
 
 /* ---- the age at which the thread starts, alone or not ---- */
 
-/* In a child with a heap of its own, decay 50 ms: memory freed is due at
- * once, and the thread waits only for the process's age. */
-#define QUICK_DECAY 50
-
-static void fresh_heap(void)
+/* In a child: a heap of its own, and no purge thread yet. */
+static void fresh_heap(size_t bytes, uint64_t decay_ms)
 {
 	mb_background_fork_child(); /* the parent's thread is not the child's */
-	test_heap_setup(32 * MiB, MB_MAX_ORDER_DEFAULT, QUICK_DECAY);
+	test_heap_setup(bytes, MB_MAX_ORDER_DEFAULT, decay_ms);
 	mb_opt.background = 1;
 }
+
+/* Decay 50 ms: memory freed is due at once, and the thread waits only for
+ * the process's age. */
+#define QUICK_DECAY 50
 
 /* Alone (the child of a process that never had another thread), no
  * thread before MB_BG_ALONE_AGE_MS however short the decay: the calls
@@ -141,7 +142,7 @@ static void alone(void *arg)
 	(void)arg;
 	if (!__libc_single_threaded)
 		FAIL("this process had another thread before this test: run it first");
-	fresh_heap();
+	fresh_heap(32 * MiB, QUICK_DECAY);
 	give(take(8 * MiB));
 	uint64_t due = mb_purge_next_due();
 	while (mb_now_ms() < due)
@@ -185,7 +186,7 @@ static void with_threads(void *arg)
 	ASSERT_EQ(pthread_create(&t, NULL, nothing, NULL), 0);
 	ASSERT_EQ(pthread_join(t, NULL), 0);
 	ASSERT_EQ(__libc_single_threaded, 0);
-	fresh_heap();
+	fresh_heap(32 * MiB, QUICK_DECAY);
 	give(take(8 * MiB));
 	uint64_t due = mb_purge_next_due();
 	while (mb_now_ms() < due)
@@ -339,9 +340,7 @@ TEST(fork_child_starts_its_own)
 static void young_process(void *arg)
 {
 	(void)arg;
-	mb_background_fork_child(); /* the parent's thread is not the child's */
-	test_heap_setup(128 * MiB, MB_MAX_ORDER_DEFAULT, 10000);
-	mb_opt.background = 1;
+	fresh_heap(128 * MiB, 10000);
 	void *keep = take(56 * MiB);
 	give(take(4 * MiB));
 	ASSERT_NE(mb_purge_release_due(), UINT64_MAX);
