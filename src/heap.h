@@ -15,7 +15,7 @@ enum mb_page_kind {
 	MB_KIND_NONE = 0,
 	MB_KIND_SLAB = 1,  /* every page of a slab; user.ptr = its mb_slab,
 			    * sclass its class, user16 the page's index in
-			    * the slab, user32 the slab's key */
+			    * the slab, user32 its owner tag (slab.h) */
 	MB_KIND_LARGE = 2, /* first page of a page-granular object (large.h) */
 };
 

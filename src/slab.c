@@ -3,6 +3,7 @@
 #include "lockstat.h"
 #include "metadata.h"
 #include "report.h"
+#include "theap.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -57,6 +58,18 @@ static size_t descriptor_bytes(unsigned nobj)
 
 /* ---- create and destroy ---- */
 
+/* s becomes h's (NULL: nobody's): the descriptor's owner, and the owner
+ * tag of its page records (slab.h). */
+static void set_owner(struct mb_slab *s, struct mb_theap *h)
+{
+	struct mb_buddy *b = &mb_heap.buddy;
+	size_t idx = mb_buddy_page_index(b, (void *)s->start);
+	uint32_t tag = mb_theap_id(h) << MB_SLAB_TAG_KEY_BITS | s->key;
+	__atomic_store_n(&s->owner, h, __ATOMIC_RELEASE);
+	for (size_t i = idx; i < idx + mb_classes[s->sclass].slab_pages; i++)
+		__atomic_store_n(&b->pages[i].user32, tag, __ATOMIC_RELAXED);
+}
+
 struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
@@ -88,7 +101,7 @@ struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 		m->user.ptr = s;
 		m->sclass = (uint8_t)c;
 		m->user16 = (uint16_t)(i - (size_t)idx);
-		m->user32 = (uint32_t)key;
+		m->user32 = mb_theap_id(h) << MB_SLAB_TAG_KEY_BITS | (uint32_t)key;
 		m->kind = MB_KIND_SLAB;
 	}
 	mb_heap.slab_pages += ci->slab_pages;
@@ -238,7 +251,7 @@ void mb_slab_abandon(struct mb_slab *s)
 {
 	struct abandoned *a = &abandoned[s->key][s->sclass];
 	mb_lock_acquire(&a->lock);
-	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELEASE);
+	set_owner(s, NULL);
 	ab_push(a, s);
 	mb_lock_release(&a->lock);
 }
@@ -247,7 +260,7 @@ void mb_slab_abandon(struct mb_slab *s)
 static void take_over(struct abandoned *a, struct mb_slab *s, struct mb_theap *h)
 {
 	ab_unlink(a, s);
-	__atomic_store_n(&s->owner, h, __ATOMIC_RELEASE);
+	set_owner(s, h);
 }
 
 /* After an adoption, as the new owner: the remote frees that came

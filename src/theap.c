@@ -422,8 +422,15 @@ static void age_bins(struct mb_theap *h)
 
 /* ---- heaps without a thread ---- */
 
+/* The last id given to a heap: heaps are never freed, so ids are unique.
+ * The tag's bits would run out only past 2^28 heaps of over 500 KiB. */
+static uint32_t last_heap_id;
+
 static void heap_init(struct mb_theap *h)
 {
+	h->id = __atomic_add_fetch(&last_heap_id, 1, __ATOMIC_RELAXED);
+	if (h->id > MB_SLAB_TAG_MAX_ID)
+		mb_fatal_invariant("thread heap", "heap ids exhausted");
 	for (int k = 0; k < MB_NKEYS; k++)
 		for (unsigned c = 0; c < MB_NCLASSES; c++)
 			h->bin[k][c].cur = &mb_slab_none;

@@ -84,6 +84,7 @@ struct mb_slabq {
 
 struct mb_theap {
 	struct mb_bin bin[MB_NKEYS][MB_NCLASSES];
+	uint32_t id;               /* its own, from 1, in its slabs' page records (slab.h) */
 	struct mb_tcache tc[MB_NKEYS * MB_NCLASSES]; /* by slab->bin */
 	struct mb_counts counts;   /* large objects (small ones: the bins) */
 	uint32_t slow_calls;       /* slow paths since the last look at the clock */
@@ -184,6 +185,12 @@ void mb_theap_fork_child(void);
 
 /* ---- inline, for the fast paths ---- */
 
+/* h's id (0 for NULL: no owner). */
+static inline uint32_t mb_theap_id(const struct mb_theap *h)
+{
+	return h ? h->id : 0;
+}
+
 /* The thread cache of h's bin (key, class c). */
 static inline struct mb_tcache *mb_theap_tcache(struct mb_theap *h, int key, unsigned c)
 {
@@ -256,18 +263,28 @@ static inline int mb_slab_settle_due(const struct mb_slab *s)
 
 static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp)
 {
-	struct mb_slab *s = mb_theap_slab_of(p);
-	if (mb_unlikely(s == NULL || h == NULL || s->owner != h))
+	/* Everything but the bitmap word from the page record and the class
+	 * table: the descriptor's first line stays out of the way. */
+	struct mb_buddy *b = &mb_heap.buddy;
+	size_t pi = mb_buddy_page_index(b, p);
+	if (mb_unlikely(pi >= b->npages || h == NULL))
 		return 0;
-	uintptr_t off = (uintptr_t)p - s->start;
-	uint32_t i = (uint32_t)(((uint64_t)off * s->magic) >> 32);
+	const struct mb_page *m = &b->pages[pi];
+	uint32_t tag = __atomic_load_n(&m->user32, __ATOMIC_RELAXED);
+	if (mb_unlikely(m->kind != MB_KIND_SLAB || mb_slab_tag_id(tag) != h->id))
+		return 0;
+	unsigned c = m->sclass;
+	const struct mb_class_info *ci = &mb_classes[c];
+	uintptr_t off = ((uintptr_t)p & (MB_PAGE_SIZE - 1)) + ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
+	uint32_t i = (uint32_t)(((uint64_t)off * ci->magic) >> 32);
+	struct mb_slab *s = m->user.ptr;
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
 	/* Past the last object the sampled bits are set: no bounds test. */
-	if (mb_unlikely((uintptr_t)i * s->size != off || ((w->free | w->sampled | w->cached) & bit) ||
+	if (mb_unlikely((uintptr_t)i * ci->size != off || ((w->free | w->sampled | w->cached) & bit) ||
 			(s->has_remote && (__atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED) & bit))))
 		return 0;
-	struct mb_tcache *tc = &h->tc[s->bin];
+	struct mb_tcache *tc = &h->tc[mb_slab_tag_key(tag) * MB_NCLASSES + c];
 	tc->nfree++;
 	if (mb_likely(tc->n < tc->cap)) {
 		tc->e[tc->n].p = p;

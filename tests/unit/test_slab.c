@@ -219,7 +219,7 @@ TEST(own_key_slabs_share_the_default_home)
 	void *own = take(h, MB_OWN_KEY, 0);
 	size_t ip = mb_buddy_page_index(B, prog), io = mb_buddy_page_index(B, own);
 	ASSERT_NE(B->pages[ip].user.ptr, B->pages[io].user.ptr);
-	ASSERT_EQ(B->pages[io].user32, MB_OWN_KEY);
+	ASSERT_EQ(mb_slab_tag_key(B->pages[io].user32), MB_OWN_KEY);
 	ASSERT_EQ(io >> B->pb_order, ip >> B->pb_order);
 	for (int t = 0; t < MB_NTYPES; t++)
 		ASSERT_EQ(B->pb_owned[t], owned[t]);
@@ -569,6 +569,13 @@ static void *allocate_and_exit(void *arg)
 	return NULL;
 }
 
+/* The owner's id in the page record of p (slab.h's owner tag): what the
+ * free fast path goes by. */
+static uint32_t page_owner_id(const void *p)
+{
+	return mb_slab_tag_id(B->pages[mb_buddy_page_index(B, p)].user32);
+}
+
 TEST(abandoned_slabs_are_adopted)
 {
 	heap();
@@ -583,6 +590,9 @@ TEST(abandoned_slabs_are_adopted)
 		struct mb_slab *s = mb_theap_slab_of(j.live[i]);
 		ASSERT_EQ(mb_slab_owner(s), NULL);
 		ASSERT_EQ(s->list, MB_SLAB_ABANDONED);
+		/* Nobody's, to the fast path too: the exited thread's heap
+		 * is kept for the next one, with its id. */
+		ASSERT_EQ(page_owner_id(j.live[i]), 0);
 	}
 
 	/* Another heap that needs the class takes the abandoned slabs'
@@ -599,8 +609,10 @@ TEST(abandoned_slabs_are_adopted)
 	}
 	ASSERT_EQ(mb_heap.slab_pages, pages);
 	no_overlap(w, j.nfree, mb_classes[j.c].size);
-	for (size_t i = 0; i < j.nlive; i++)
+	for (size_t i = 0; i < j.nlive; i++) {
 		ASSERT_EQ(mb_slab_owner(mb_theap_slab_of(j.live[i])), h);
+		ASSERT_EQ(page_owner_id(j.live[i]), h->id);
+	}
 	ASSERT_BUDDY(B);
 	for (size_t i = 0; i < j.nfree; i++)
 		give(h, w[i]);
@@ -615,8 +627,10 @@ TEST(abandoned_slabs_are_adopted)
 	for (size_t i = 0; i < j.nlive; i++) {
 		struct mb_slab *s = mb_theap_slab_of(j.live[i]);
 		give(h, j.live[i]);
-		if (s->used)
+		if (s->used) {
 			ASSERT_EQ(mb_slab_owner(s), h);
+			ASSERT_EQ(page_owner_id(j.live[i]), h->id);
+		}
 	}
 	ASSERT_BUDDY(B);
 	mb_theap_give_back(h);
