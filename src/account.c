@@ -320,6 +320,32 @@ static void small_requested(struct walk *w)
 		}
 }
 
+/* A hot object of a thread cache (theap.h): freed and cached, though its
+ * slab, and so the walk, counts it as live. Its class and key from its
+ * page record: its slab may be gone by now. */
+static void hot_object(void *ctx, const void *p)
+{
+	struct walk *w = ctx;
+	const struct mb_buddy *b = &mb_heap.buddy;
+	size_t idx = mb_buddy_page_index(b, p);
+	if (idx >= b->npages)
+		return;
+	const struct mb_page *m = &b->pages[idx];
+	if (m->kind != MB_KIND_SLAB)
+		return;
+	unsigned c = m->sclass;
+	int key = mb_slab_tag_key(__atomic_load_n(&m->user32, __ATOMIC_RELAXED));
+	uint64_t size = mb_classes[c].size, *live = &w->small_live[key & MB_KEY_MASK][c];
+	if (*live < size)
+		return;
+	*live -= size;
+	struct mb_account *a = w->a;
+	a->slab_free += size;
+	a->slab_free_where[MB_ACC_CACHED] += size;
+	a->slab_free_type[mb_key_type(key)] += size;
+	a->slab_free_class[c] += size;
+}
+
 /* One account at a time: the walk's buffers are static. */
 static struct mb_lock account_lock = MB_LOCK_INITIALIZER("account");
 static struct walk the_walk;
@@ -336,6 +362,7 @@ int mb_account_take(struct mb_account *a)
 	mb_heap_lock();
 	walk_heap(w);
 	mb_heap_unlock();
+	mb_theap_hot_each(hot_object, w);
 	small_requested(w);
 	a->heap_walked = w->walked;
 

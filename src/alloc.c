@@ -197,7 +197,7 @@ static struct mb_page *live_or_die(const void *p, const char *func, int freeing,
 		long i = mb_slab_index(s, p);
 		if (mb_unlikely(i < 0))
 			mb_fatal_pointer(func, "invalid pointer (not the start of an object)", p);
-		if (mb_unlikely(mb_slab_is_free(s, (uint32_t)i)))
+		if (mb_unlikely(mb_slab_is_free(s, (uint32_t)i) || mb_theap_is_hot(mb_self.heap, s, p)))
 			mb_fatal_pointer(func, freeing ? "double free detected" : "use after free (pointer already freed)", p);
 		*sp = s;
 		*ip = (uint32_t)i;

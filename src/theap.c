@@ -175,10 +175,34 @@ static struct mb_slab *take_partial(struct mb_theap *h, int key, unsigned c)
 	return best;
 }
 
-/* Whether s has a free object the owner can take, remote frees folded in. */
-static int has_free(struct mb_slab *s)
+/* A hot object (theap.h) that another thread freed too: its remote bit
+ * set, or once collected its free bit. */
+static void check_hot(struct mb_tcache *tc, struct mb_slab *s)
 {
-	return mb_slab_find_free(s) || (mb_slab_collect(s) && mb_slab_find_free(s));
+	void *hot = tc->hot;
+	if (!hot || tc->hot_slab != s)
+		return;
+	uint32_t i = (uint32_t)mb_slab_index(s, hot);
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	if ((s->w[i >> 6].free | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit)
+		mb_fatal_pointer("free", "double free detected (freed by two threads)", hot);
+}
+
+/* The owner h folds in the remote frees of s: none may be of the hot
+ * object of s's bin, which its slab counts as live. */
+static unsigned collect(struct mb_theap *h, struct mb_slab *s)
+{
+	unsigned got = mb_slab_collect(s);
+	if (got)
+		check_hot(&h->tc[s->bin], s);
+	return got;
+}
+
+/* Whether s (h's) has a free object the owner can take, remote frees
+ * folded in. */
+static int has_free(struct mb_theap *h, struct mb_slab *s)
+{
+	return mb_slab_find_free(s) || (collect(h, s) && mb_slab_find_free(s));
 }
 
 /* A slab of (key, c) with a free object, made current in place of old
@@ -201,7 +225,7 @@ static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c, struct
 		revive_locked(h, key, c);
 	struct mb_slab *s;
 	while ((s = take_partial(h, key, c)) != NULL) {
-		if (has_free(s)) {
+		if (has_free(h, s)) {
 			make_current(h, s);
 			mb_lock_release(&h->lock);
 			return s;
@@ -237,18 +261,28 @@ static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c, struct
 
 void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 {
+	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
+	void *hot = tc->hot;
+	if (hot && !tc->n) {
+		/* The fast path left it: its slab had remote frees. */
+		check_hot(tc, tc->hot_slab);
+		__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
+		tc->nalloc++;
+		tc->req += n;
+		mb_theap_tick(h);
+		return hot;
+	}
 	mark_used(h, key, c);
 	struct mb_bin *bin = &h->bin[key][c];
 	struct mb_slab *s = bin->cur;
 	/* The current slab's next word, or its remote frees, need no lock. */
 	if (s == &mb_slab_none || !(mb_slab_find_free(s) ||
-				    (__atomic_load_n(&s->has_remote, __ATOMIC_RELAXED) && mb_slab_collect(s) &&
+				    (__atomic_load_n(&s->has_remote, __ATOMIC_RELAXED) && collect(h, s) &&
 				     mb_slab_find_free(s)))) {
 		if ((s = next_slab(h, key, c, s)) == NULL)
 			return NULL;
 	}
 	void *p = mb_slab_pop(s);
-	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
 	tc->nalloc++;
 	tc->req += n;
 	mb_theap_tick(h);
@@ -289,7 +323,8 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 {
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
-	if ((w->free | w->cached | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit)
+	if (((w->free | w->cached | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit) ||
+	    mb_theap_tcache(h, s->key, s->sclass)->hot == p)
 		mb_fatal_pointer("free", "double free detected", p);
 	/* A sample: the caller told classification (alloc.c). */
 	if (w->sampled & bit)
@@ -323,6 +358,10 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 		free_owned(h, s, i, p);
 		return 1;
 	}
+	/* The owner's hot object (theap.h): caught here if it is hot still,
+	 * else when the owner hands it out or collects its slab. */
+	if (o && mb_theap_is_hot(o, s, p))
+		mb_fatal_pointer("free", "double free detected (freed by two threads)", p);
 	int key = s->key, c = s->sclass;
 	if (mb_slab_free_remote(s, i, p) && o)
 		__atomic_store_n(&o->revive[key][c], 1, __ATOMIC_RELAXED);
@@ -344,6 +383,24 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 static unsigned flush_bin(struct mb_theap *h, struct mb_tcache *tc, int settle)
 {
 	unsigned put = 0;
+	void *hot = tc->hot;
+	if (hot) {
+		struct mb_slab *s = tc->hot_slab;
+		if (settle)
+			check_hot(tc, s);
+		__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
+		/* Without settle (a fork's child) the hot object is lost: the
+		 * fork may have caught its thread handing it out. */
+		if (settle) {
+			uint32_t i = (uint32_t)mb_slab_index(s, hot);
+			struct mb_slab_word *w = &s->w[i >> 6];
+			mb_word_store(&w->free, w->free | (uint64_t)1 << (i & 63));
+			s->used--;
+			put++;
+			if (mb_slab_settle_due(s))
+				mb_theap_freed(h, s);
+		}
+	}
 	while (tc->n) {
 		void *p = tc->e[--tc->n].p;
 		struct mb_slab *s = mb_theap_slab_of(p);
@@ -387,7 +444,7 @@ static void retire_current(struct mb_theap *h, int key, unsigned c)
 	if (s == &mb_slab_none)
 		return;
 	if (remote_pending(s))
-		mb_slab_collect(s);
+		collect(h, s);
 	mb_lock_acquire(&h->lock);
 	h->bin[key][c].cur = &mb_slab_none;
 	if (s->used)
@@ -421,6 +478,8 @@ static void age_bins(struct mb_theap *h)
 }
 
 /* ---- heaps without a thread ---- */
+
+_Static_assert(sizeof(struct mb_tcache) == 512, "a bin's thread cache is indexed with a shift");
 
 /* The last id given to a heap: heaps are never freed, so ids are unique.
  * The tag's bits would run out only past 2^28 heaps of over 500 KiB. */
@@ -759,6 +818,21 @@ void mb_theap_sum_classes(struct mb_class_counts *out)
 	for (struct mb_theap *h = all_heaps; h; h = h->next)
 		if (h->in_use)
 			add_bins(out, h);
+	mb_lock_release(&heaps_lock);
+}
+
+void mb_theap_hot_each(void (*fn)(void *ctx, const void *p), void *ctx)
+{
+	mb_lock_acquire(&heaps_lock);
+	for (struct mb_theap *h = all_heaps; h; h = h->next) {
+		if (!h->in_use)
+			continue;
+		for (int b = -1; (b = next_bin(h->used, b)) >= 0;) {
+			void *hot = __atomic_load_n(&mb_theap_tcache(h, used_key(b), used_class(b))->hot, __ATOMIC_RELAXED);
+			if (hot)
+				fn(ctx, hot);
+		}
+	}
 	mb_lock_release(&heaps_lock);
 }
 

@@ -137,6 +137,14 @@ static void give(struct mb_theap *h, void *p)
 	}
 }
 
+/* Objects in h's thread cache of (key, c): its stack and its hot object
+ * (theap.h). */
+static unsigned held(struct mb_theap *h, int key, unsigned c)
+{
+	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
+	return tc->n + (tc->hot != NULL);
+}
+
 static int by_addr(const void *a, const void *b)
 {
 	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
@@ -402,10 +410,12 @@ static void double_free(void *arg)
 	printf("not caught\n");
 }
 
-static void expect_abort(struct double_free d)
+/* fn(arg), in a child, prints "object %p" and must abort with that
+ * object's address before it prints "not caught". */
+static void expect_abort_in(void (*fn)(void *), void *arg)
 {
 	struct test_child c;
-	test_child_run(&c, double_free, &d);
+	test_child_run(&c, fn, arg);
 	ASSERT_EQ(c.status, 128 + SIGABRT);
 	void *p = NULL;
 	const char *o = strstr(c.out, "object ");
@@ -417,6 +427,11 @@ static void expect_abort(struct double_free d)
 	snprintf(want, sizeof want, ": %p\n", p);
 	ASSERT_CONTAINS(c.out, want);
 	ASSERT(strstr(c.out, "not caught") == NULL);
+}
+
+static void expect_abort(struct double_free d)
+{
+	expect_abort_in(double_free, &d);
 }
 
 TEST(double_free_aborts_with_the_address)
@@ -432,6 +447,77 @@ TEST(double_free_aborts_with_the_address)
 		expect_abort((struct double_free){ 1, 0 }); /* another thread, then the owner */
 	}
 	all_back(); /* the children's objects were theirs */
+}
+
+/* The hot object of a thread cache (theap.h) is not marked in its slab. A
+ * remote free that raced with the owner's (it looked before the object
+ * was hot) only sets its remote bit; the owner catches it before it hands
+ * the object out again, or as it puts its cache back into the slabs. */
+enum hot_then { HOT_TAKEN, HOT_FLUSHED };
+
+static void hot_freed_remotely(void *arg)
+{
+	enum hot_then then = *(const enum hot_then *)arg;
+	struct mb_theap *h = mb_theap_create();
+	void *keep = take(h, MB_DEFAULT_TYPE, 2);
+	void *p = take(h, MB_DEFAULT_TYPE, 2);
+	printf("object %p\n", p);
+	fflush(stdout);
+	give(h, p);
+	struct mb_slab *s;
+	uint32_t i;
+	slab_and_index(p, &s, &i);
+	ASSERT(mb_theap_is_hot(h, s, p));
+	mb_slab_free_remote(s, i, p);
+	if (then == HOT_TAKEN)
+		take(h, MB_DEFAULT_TYPE, 2);
+	else
+		mb_theap_flush_cache(h, 1);
+	(void)keep;
+	printf("not caught\n");
+}
+
+TEST(hot_object_freed_by_another_thread_aborts)
+{
+	heap();
+	thread_cache(1);
+	enum hot_then then = HOT_TAKEN;
+	expect_abort_in(hot_freed_remotely, &then);
+	then = HOT_FLUSHED;
+	expect_abort_in(hot_freed_remotely, &then);
+	all_back();
+}
+
+/* A free followed by a malloc of the same class writes no bitmap word:
+ * the object freed last waits in the thread cache unmarked (theap.h). */
+TEST(free_then_malloc_of_a_class_writes_no_bitmap)
+{
+	heap();
+	thread_cache(1);
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	void *keep = take(h, MB_DEFAULT_TYPE, 4);
+	void *p = take(h, MB_DEFAULT_TYPE, 4);
+	struct mb_slab *s;
+	uint32_t i;
+	slab_and_index(p, &s, &i);
+	struct mb_slab_word before = s->w[i >> 6];
+	unsigned used = s->used;
+	for (int round = 0; round < 3; round++) {
+		give(h, p);
+		ASSERT_EQ(s->w[i >> 6].free, before.free);
+		ASSERT_EQ(s->w[i >> 6].cached, before.cached);
+		ASSERT_EQ(held(h, MB_DEFAULT_TYPE, 4), 1);
+		ASSERT_EQ(take(h, MB_DEFAULT_TYPE, 4), p);
+		ASSERT_EQ(s->w[i >> 6].free, before.free);
+		ASSERT_EQ(s->w[i >> 6].cached, before.cached);
+		ASSERT_EQ(s->used, used);
+	}
+	give(h, p);
+	give(h, keep);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
 }
 
 /* ---- remote frees ---- */
@@ -813,17 +899,20 @@ TEST(thread_cache_hands_back_the_last_freed_first)
 	unsigned used = s->used;
 	for (unsigned i = 0; i < cap; i++)
 		give(h, v[i]);
-	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), cap);
 	ASSERT_EQ(s->used, used);
+	/* The first one, freed into an empty cache, is hot: not marked in
+	 * its slab. */
+	ASSERT_EQ(mb_theap_tcache(h, MB_DEFAULT_TYPE, c)->hot, v[0]);
 	for (unsigned i = 0; i < cap; i++) {
 		uint32_t k = (uint32_t)mb_slab_index(s, v[i]);
-		ASSERT(mb_slab_is_free(s, k));
+		ASSERT(i == 0 ? mb_theap_is_hot(h, s, v[i]) : mb_slab_is_free(s, k));
 		ASSERT(!mb_slab_is_reclaimable(s, k));
 	}
 	/* Past the capacity: into the slab. */
 	give(h, v[cap]);
 	give(h, v[cap + 1]);
-	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), cap);
 	ASSERT_EQ(s->used, used - 2);
 	ASSERT(mb_slab_is_reclaimable(s, (uint32_t)mb_slab_index(s, v[cap])));
 	ASSERT_EQ(mb_theap_tcache(h, MB_DEFAULT_TYPE, c)->nfree, cap + 2);
@@ -832,7 +921,7 @@ TEST(thread_cache_hands_back_the_last_freed_first)
 		void *p = take(h, MB_DEFAULT_TYPE, c);
 		ASSERT_EQ(p, v[i]);
 	}
-	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, 0);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), 0);
 	ASSERT_EQ(s->used, used - 2);
 	v[cap] = take(h, MB_DEFAULT_TYPE, c);
 	v[cap + 1] = take(h, MB_DEFAULT_TYPE, c);
@@ -842,9 +931,9 @@ TEST(thread_cache_hands_back_the_last_freed_first)
 	/* At exit, the cache goes back into the slabs and they to the buddy. */
 	for (unsigned i = 0; i < n; i++)
 		give(h, v[i]);
-	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), cap);
 	mb_theap_destroy(h);
-	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, 0);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), 0);
 	all_back();
 	free(v);
 }
@@ -852,8 +941,9 @@ TEST(thread_cache_hands_back_the_last_freed_first)
 /* A fork's child flushes the caches of the threads it does not have
  * (mb_theap_flush_cache without settle), which the fork may have caught
  * between two stores: an entry that names nothing, or a live object (an
- * entry a pop had left behind), is left out; the cached objects go back
- * into their slabs. */
+ * entry a pop had left behind), is left out, and so is the hot object (the
+ * thread may have been handing it out); the cached objects go back into
+ * their slabs. */
 TEST(thread_cache_of_a_lost_thread_flushed_entry_by_entry)
 {
 	heap();
@@ -863,11 +953,15 @@ TEST(thread_cache_of_a_lost_thread_flushed_entry_by_entry)
 	ASSERT_NE(h, NULL);
 	void *live = take(h, MB_DEFAULT_TYPE, c);
 	void *cached = take(h, MB_DEFAULT_TYPE, c);
+	void *hot = take(h, MB_DEFAULT_TYPE, c);
 	struct mb_slab *s = mb_theap_slab_of(cached);
+	ASSERT_EQ(mb_theap_slab_of(hot), s);
 	unsigned used = s->used;
+	give(h, hot); /* into the empty cache: hot */
 	give(h, cached);
 	struct mb_tcache *tc = mb_theap_tcache(h, MB_DEFAULT_TYPE, c);
 	ASSERT_EQ(tc->n, 1);
+	ASSERT_EQ(tc->hot, hot);
 	/* Entries past the pushed one: never written, and a live object. */
 	tc->e[1].p = NULL;
 	tc->e[2].p = live;
@@ -875,11 +969,14 @@ TEST(thread_cache_of_a_lost_thread_flushed_entry_by_entry)
 	tc->n = 3;
 	ASSERT_EQ(mb_theap_flush_cache(h, 0), 1);
 	ASSERT_EQ(tc->n, 0);
+	ASSERT_EQ(tc->hot, NULL);
 	ASSERT_EQ(s->used, used - 1);
 	ASSERT(mb_slab_is_free(s, (uint32_t)mb_slab_index(s, cached)));
 	ASSERT(!mb_slab_is_free(s, (uint32_t)mb_slab_index(s, live)));
+	ASSERT(!mb_slab_is_free(s, (uint32_t)mb_slab_index(s, hot)));
 	ASSERT_BUDDY(B);
 	give(h, live);
+	give(h, hot);
 	mb_theap_give_back(h);
 	mb_theap_destroy(h);
 	all_back();
@@ -906,7 +1003,7 @@ TEST(thread_cache_pages_kept_from_the_purge_until_given_back)
 	/* a's last objects go to the cache, the others to a. */
 	for (unsigned i = nobj; i-- > 0;)
 		give(h, v[i]);
-	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, cap);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), cap);
 	ASSERT_EQ(a->used, cap);
 	ASSERT_EQ(a->list, MB_SLAB_PARTIAL);
 	unsigned failed = 9;
@@ -924,7 +1021,7 @@ TEST(thread_cache_pages_kept_from_the_purge_until_given_back)
 	ASSERT_BUDDY(B);
 	/* Given back: the cache empties into a, which goes to the buddy. */
 	ASSERT_EQ(mb_theap_give_back(h), 1);
-	ASSERT_EQ(h->tc[MB_DEFAULT_TYPE * MB_NCLASSES + c].n, 0);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), 0);
 	ASSERT_EQ(mb_heap.slab_pages, base_slab_pages + ci->slab_pages);
 	for (unsigned i = nobj; i < 2 * nobj; i++)
 		give(h, v[i]);
@@ -958,8 +1055,6 @@ TEST(idle_bins_age_back_into_their_slabs)
 	ASSERT_GE(mb_classes[busy].cache_cap, n);
 	struct mb_theap *h = mb_theap_create();
 	ASSERT_NE(h, NULL);
-	struct mb_tcache *ti = mb_theap_tcache(h, MB_DEFAULT_TYPE, idle);
-	struct mb_tcache *tb = mb_theap_tcache(h, MB_DEFAULT_TYPE, busy);
 	void *vi[n], *vb[n];
 	for (unsigned i = 0; i < n; i++) {
 		vi[i] = take(h, MB_DEFAULT_TYPE, idle);
@@ -972,32 +1067,32 @@ TEST(idle_bins_age_back_into_their_slabs)
 			give(h, vi[i]);
 		give(h, vb[i]);
 	}
-	ASSERT_EQ(ti->n, n - 1);
-	ASSERT_EQ(tb->n, n);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, idle), n - 1);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, busy), n);
 	ASSERT_EQ(si->used, n);
 	size_t slab_pages = mb_heap.slab_pages;
 	/* Both allocated from since the heap was made: neither is idle. */
 	tick_due(h);
-	ASSERT_EQ(ti->n, n - 1);
-	ASSERT_EQ(tb->n, n);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, idle), n - 1);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, busy), n);
 	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][idle].cur, si);
 	/* A period with an allocation of the busy class only. */
 	give(h, take(h, MB_DEFAULT_TYPE, busy));
 	tick_due(h);
-	ASSERT_EQ(ti->n, 0);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, idle), 0);
 	ASSERT_EQ(si->used, 1);
 	for (unsigned i = 1; i < n; i++)
 		ASSERT(mb_slab_is_reclaimable(si, (uint32_t)mb_slab_index(si, vi[i])));
 	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][idle].cur, &mb_slab_none);
 	ASSERT_EQ(si->list, MB_SLAB_PARTIAL);
-	ASSERT_EQ(tb->n, n);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, busy), n);
 	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][busy].cur, sb);
 	ASSERT_EQ(mb_heap.slab_pages, slab_pages);
 	ASSERT_BUDDY(B);
 	/* A period with no allocation at all: the busy class is idle now,
 	 * and its slab, with nothing live, goes back to the buddy. */
 	tick_due(h);
-	ASSERT_EQ(tb->n, 0);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, busy), 0);
 	ASSERT_EQ(h->bin[MB_DEFAULT_TYPE][busy].cur, &mb_slab_none);
 	ASSERT_EQ(mb_heap.slab_pages, slab_pages - mb_classes[busy].slab_pages);
 	ASSERT_BUDDY(B);
