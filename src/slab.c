@@ -10,7 +10,7 @@
 
 _Static_assert(MB_NKEYS <= MB_BUDDY_HOMES, "every slab key needs a buddy home");
 _Static_assert(MB_NKEYS < MB_META_GROUPS, "every slab key needs a metadata group");
-_Static_assert(offsetof(struct mb_slab, used) == 64 && offsetof(struct mb_slab, w) == 72,
+_Static_assert(offsetof(struct mb_slab, used) == 64 && offsetof(struct mb_slab, w) == 80,
 	       "a line read by every free, then one the owner writes, with the first bitmap words");
 _Static_assert(sizeof(((struct mb_slab *)0)->released) * 8 >= 16, "a bit per page of the largest slab");
 

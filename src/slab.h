@@ -17,6 +17,8 @@
  *  - `remote`, one bit per object, in cache lines of its own: set with one
  *    atomic OR by a thread that frees an object of a slab it does not own.
  *    The owner folds those bits into `free` when its free bits run out.
+ *  - `hot`, the one object of the slab that may be its owner's hot object
+ *    (theap.h): freed, in the owner's thread cache, but not marked cached.
  * So neither an overflow in user memory nor a double free can corrupt the
  * allocator: a free whose bit says the object is free already is reported
  * with its address. */
@@ -76,6 +78,10 @@ struct mb_slab {
 	uint16_t released;      /* pages handed back to the kernel while free,
 				 * one bit per page; cleared when the owner
 				 * allocates from the slab again */
+	/* 1 + the index of the object that is its owner's hot object
+	 * (theap.h), 0 if none: written by the owner with plain stores,
+	 * read by another thread's free, on a line it reads anyway. */
+	uint16_t hot;
 	struct mb_slab_word w[]; /* nwords */
 };
 

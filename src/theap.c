@@ -266,6 +266,7 @@ void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 	if (hot && !tc->n) {
 		/* The fast path left it: its slab had remote frees. */
 		check_hot(tc, tc->hot_slab);
+		__atomic_store_n(&tc->hot_slab->hot, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
 		tc->nalloc++;
 		tc->req += n;
@@ -359,8 +360,8 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 		return 1;
 	}
 	/* The owner's hot object (theap.h): caught here if it is hot still,
-	 * else when the owner hands it out or collects its slab. */
-	if (o && mb_theap_is_hot(o, s, p))
+	 * else before the owner hands it out again. */
+	if (__atomic_load_n(&s->hot, __ATOMIC_RELAXED) == i + 1)
 		mb_fatal_pointer("free", "double free detected (freed by two threads)", p);
 	int key = s->key, c = s->sclass;
 	if (mb_slab_free_remote(s, i, p) && o)
@@ -388,6 +389,9 @@ static unsigned flush_bin(struct mb_theap *h, struct mb_tcache *tc, int settle)
 		struct mb_slab *s = tc->hot_slab;
 		if (settle)
 			check_hot(tc, s);
+		/* (A fork's child checks that the slab is the object's.) */
+		if (settle || mb_theap_slab_of(hot) == s)
+			__atomic_store_n(&s->hot, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
 		/* Without settle (a fork's child) the hot object is lost: the
 		 * fork may have caught its thread handing it out. */

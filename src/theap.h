@@ -70,7 +70,9 @@ struct mb_bin {
  * object is cached when its cached bit is set or it is its owner's hot
  * object: a second free of it is caught by the fast path's pointer test
  * and live_or_die (alloc.c) for the owner, by another thread's free
- * (mb_theap_free), and, when a free by another thread raced the owner's,
+ * (mb_theap_free, by the slab's hot field: the owner's thread cache is a
+ * line it writes at every call), and, when a free by another thread raced
+ * the owner's,
  * before the owner hands it out again (mb_theap_pop leaves that to
  * mb_theap_alloc_slow when the slab has remote frees), collects its slab
  * or puts its cache back. n + (hot != NULL) is at most cap. 512 bytes, so
@@ -243,6 +245,7 @@ static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t
 		 * call here would give every malloc a stack frame). */
 		if (mb_unlikely(__atomic_load_n(&tc->hot_slab->has_remote, __ATOMIC_RELAXED)))
 			return NULL;
+		__atomic_store_n(&tc->hot_slab->hot, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
 		tc->nalloc++;
 		tc->req += n;
@@ -333,6 +336,8 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 		return 0; /* a double free: live_or_die reports it */
 	if (mb_likely(hot == NULL && tc->n < tc->cap)) {
 		tc->hot_slab = s;
+		/* For another thread's free, which reads this line anyway. */
+		__atomic_store_n(&s->hot, (uint16_t)(i + 1), __ATOMIC_RELAXED);
 		/* Last: a fork's child drops the hot objects of the threads it
 		 * does not have, whatever their state. */
 		__atomic_store_n(&tc->hot, p, __ATOMIC_RELAXED);
