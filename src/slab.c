@@ -58,13 +58,19 @@ static size_t descriptor_bytes(unsigned nobj)
 
 /* ---- create and destroy ---- */
 
+/* The owner tag (slab.h) of a slab of key owned by h (NULL: nobody). */
+static uint32_t owner_tag(const struct mb_theap *h, int key)
+{
+	return mb_theap_id(h) << MB_SLAB_TAG_KEY_BITS | (uint32_t)key;
+}
+
 /* s becomes h's (NULL: nobody's): the descriptor's owner, and the owner
- * tag of its page records (slab.h). */
+ * tag of its page records. */
 static void set_owner(struct mb_slab *s, struct mb_theap *h)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	size_t idx = mb_buddy_page_index(b, (void *)s->start);
-	uint32_t tag = mb_theap_id(h) << MB_SLAB_TAG_KEY_BITS | s->key;
+	uint32_t tag = owner_tag(h, s->key);
 	__atomic_store_n(&s->owner, h, __ATOMIC_RELEASE);
 	for (size_t i = idx; i < idx + mb_classes[s->sclass].slab_pages; i++)
 		__atomic_store_n(&b->pages[i].user32, tag, __ATOMIC_RELAXED);
@@ -101,7 +107,7 @@ struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 		m->user.ptr = s;
 		m->sclass = (uint8_t)c;
 		m->user16 = (uint16_t)(i - (size_t)idx);
-		m->user32 = mb_theap_id(h) << MB_SLAB_TAG_KEY_BITS | (uint32_t)key;
+		m->user32 = owner_tag(h, key);
 		m->kind = MB_KIND_SLAB;
 	}
 	mb_heap.slab_pages += ci->slab_pages;

@@ -266,10 +266,7 @@ void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 	if (hot && !tc->n) {
 		/* The fast path left it: its slab had remote frees. */
 		check_hot(tc, tc->hot_slab);
-		__atomic_store_n(&tc->hot_slab->hot, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
-		tc->nalloc++;
-		tc->req += n;
+		mb_tcache_take_hot(tc, n);
 		mb_theap_tick(h);
 		return hot;
 	}
@@ -379,6 +376,18 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 
 /* ---- the thread cache ---- */
 
+/* Object i of s, out of h's thread cache, free in its slab. No other
+ * entry names s once it is empty, so with settle (the owner's flush) it
+ * may go to the buddy here. */
+static void put_back(struct mb_theap *h, struct mb_slab *s, uint32_t i, int settle)
+{
+	struct mb_slab_word *w = &s->w[i >> 6];
+	mb_word_store(&w->free, w->free | (uint64_t)1 << (i & 63));
+	s->used--;
+	if (settle && mb_slab_settle_due(s))
+		mb_theap_freed(h, s);
+}
+
 /* The objects of one bin's thread cache back into their slabs (see
  * mb_theap_flush_cache). */
 static unsigned flush_bin(struct mb_theap *h, struct mb_tcache *tc, int settle)
@@ -396,13 +405,8 @@ static unsigned flush_bin(struct mb_theap *h, struct mb_tcache *tc, int settle)
 		/* Without settle (a fork's child) the hot object is lost: the
 		 * fork may have caught its thread handing it out. */
 		if (settle) {
-			uint32_t i = (uint32_t)mb_slab_index(s, hot);
-			struct mb_slab_word *w = &s->w[i >> 6];
-			mb_word_store(&w->free, w->free | (uint64_t)1 << (i & 63));
-			s->used--;
+			put_back(h, s, (uint32_t)mb_slab_index(s, hot), 1);
 			put++;
-			if (mb_slab_settle_due(s))
-				mb_theap_freed(h, s);
 		}
 	}
 	while (tc->n) {
@@ -420,13 +424,8 @@ static unsigned flush_bin(struct mb_theap *h, struct mb_tcache *tc, int settle)
 		if (!settle && (i < 0 || mb_slab_owner(s) != h || !(w->cached & bit)))
 			continue;
 		mb_word_store(&w->cached, w->cached & ~bit);
-		mb_word_store(&w->free, w->free | bit);
-		s->used--;
+		put_back(h, s, (uint32_t)i, settle);
 		put++;
-		/* No other entry names s once it is empty, so it may go to
-		 * the buddy here. */
-		if (settle && mb_slab_settle_due(s))
-			mb_theap_freed(h, s);
 	}
 	return put;
 }
@@ -482,8 +481,6 @@ static void age_bins(struct mb_theap *h)
 }
 
 /* ---- heaps without a thread ---- */
-
-_Static_assert(sizeof(struct mb_tcache) == 512, "a bin's thread cache is indexed with a shift");
 
 /* The last id given to a heap: heaps are never freed, so ids are unique.
  * The tag's bits would run out only past 2^28 heaps of over 500 KiB. */

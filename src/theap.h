@@ -10,8 +10,9 @@
  * again first, last in first out: an object freed a moment ago is still in
  * the processor's cache, where the slab's lowest free bit is not. The
  * objects stay out of band (the slab's cached bits, slab.h, or the hot
- * slot: struct mb_tcache): a cached object counts as used in its slab, so the purge leaves its page and the
- * slab cannot empty under it, and a second free of it is a double free.
+ * slot: struct mb_tcache): a cached object counts as used in its slab, so
+ * the purge leaves its page and the slab cannot empty under it, and a
+ * second free of it is a double free.
  * The cache goes back into the slabs when the heap gives memory back, at
  * thread exit, and bin by bin once no allocation took from a bin for a
  * purge period (mb_theap_tick), when the bin's current slab also stops
@@ -74,9 +75,9 @@ struct mb_bin {
  * line it writes at every call), and, when a free by another thread raced
  * the owner's, before the owner hands it out again (mb_theap_pop leaves
  * that to mb_theap_alloc_slow when the slab has remote frees), collects
- * its slab or puts its cache back. n + (hot != NULL) is at most cap. 512 bytes, so
- * that indexing one is a shift. The bin's counters share the line of n,
- * which every malloc and free of the bin writes. */
+ * its slab or puts its cache back. n + (hot != NULL) is at most cap.
+ * 512 bytes, so that indexing one is a shift. The bin's counters share
+ * the line of n, which every malloc and free of the bin writes. */
 struct mb_tcache {
 	uint32_t n;
 	uint32_t cap;    /* mb_classes[].cache_cap, where n is */
@@ -214,11 +215,22 @@ static inline uint32_t mb_theap_id(const struct mb_theap *h)
 	return h ? h->id : 0;
 }
 
-
 /* The thread cache of h's bin (key, class c). */
 static inline struct mb_tcache *mb_theap_tcache(struct mb_theap *h, int key, unsigned c)
 {
 	return &h->tc[key * MB_NCLASSES + c];
+}
+
+/* tc's hot object (not NULL), handed out for n bytes: out of the slot
+ * and its slab's mark. */
+static inline void *mb_tcache_take_hot(struct mb_tcache *tc, size_t n)
+{
+	void *hot = tc->hot;
+	__atomic_store_n(&tc->hot_slab->hot, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
+	tc->nalloc++;
+	tc->req += n;
+	return hot;
 }
 
 /* An object of class c for key from h's thread cache, else from its
@@ -228,7 +240,7 @@ static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t
 {
 	struct mb_bin *bin = &h->bin[key][c];
 	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
-	if (tc->n != 0) {
+	if (mb_likely(tc->n != 0)) {
 		uint32_t top = --tc->n;
 		uintptr_t at = tc->e[top].bit_at;
 		uint64_t *cached = (uint64_t *)(at & (((uintptr_t)1 << MB_TCACHE_BIT_SHIFT) - 1));
@@ -238,17 +250,12 @@ static inline void *mb_theap_pop(struct mb_theap *h, int key, unsigned c, size_t
 		tc->req += n;
 		return p;
 	}
-	void *hot = tc->hot;
-	if (mb_likely(hot != NULL)) {
+	if (mb_likely(tc->hot != NULL)) {
 		/* Remote frees in its slab: the slow path looks at them (a
 		 * call here would give every malloc a stack frame). */
 		if (mb_unlikely(__atomic_load_n(&tc->hot_slab->has_remote, __ATOMIC_RELAXED)))
 			return NULL;
-		__atomic_store_n(&tc->hot_slab->hot, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&tc->hot, NULL, __ATOMIC_RELAXED);
-		tc->nalloc++;
-		tc->req += n;
-		return hot;
+		return mb_tcache_take_hot(tc, n);
 	}
 	struct mb_slab *s = bin->cur;
 	struct mb_slab_word *w = &s->w[s->cursor];
