@@ -5,6 +5,7 @@
 #include "lockstat.h"
 #include "options.h"
 #include "out.h"
+#include "purge.h"
 #include "region.h"
 #include "slab.h"
 #include "theap.h"
@@ -355,6 +356,7 @@ int mb_account_take(struct mb_account *a)
 {
 	memset(a, 0, sizeof(*a));
 	mb_lock_acquire(&account_lock);
+	mb_purge_pause();
 	struct walk *w = &the_walk;
 	memset(w->small_live, 0, sizeof w->small_live);
 	w->a = a;
@@ -373,8 +375,9 @@ int mb_account_take(struct mb_account *a)
 	o->heap_hi = mb_heap.buddy.base + mb_heap.region_bytes;
 	a->mappings_unknown = lost;
 	int rc = read_smaps(a, o);
-	mb_lock_release(&account_lock);
 	a->rss = mb_read_rss();
+	mb_purge_resume();
+	mb_lock_release(&account_lock);
 	a->taken_ms = mb_now_ms();
 	return rc;
 }

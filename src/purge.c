@@ -347,6 +347,16 @@ int mb_purge_settle(void)
 	return busy;
 }
 
+void mb_purge_pause(void)
+{
+	mb_lock_acquire(&purge_lock);
+}
+
+void mb_purge_resume(void)
+{
+	mb_lock_release(&purge_lock);
+}
+
 void mb_purge_fork_prepare(void)
 {
 	mb_lock_acquire(&purge_lock);
