@@ -290,7 +290,7 @@ static inline size_t raw_usable_size(const void *p, const char *func)
 	struct mb_slab *s;
 	uint32_t i;
 	struct mb_page *m = live_or_die(p, func, 0, &s, &i);
-	return s ? s->size : (size_t)m->npages << MB_PAGE_SHIFT;
+	return s ? s->size : mb_large_pages(m) << MB_PAGE_SHIFT;
 }
 
 /* ---- realloc ---- */
@@ -322,7 +322,7 @@ static inline void *raw_realloc(void *p, size_t n, int key, const char *func)
 			return p;
 		return move(p, s->size, n, key, func);
 	}
-	size_t old_bytes = (size_t)m->npages << MB_PAGE_SHIFT;
+	size_t old_bytes = mb_large_pages(m) << MB_PAGE_SHIFT;
 	if (n <= MB_SMALL_MAX)
 		return move(p, old_bytes, n, key, func);
 	if (n > mb_heap.region_bytes) {

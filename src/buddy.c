@@ -179,9 +179,12 @@ static uint32_t freed_oldest(const struct mb_buddy *b)
 static void oldest_update(struct mb_buddy *b)
 {
 	uint64_t d = queue_head_stamp(b, b->dirty_head), f = queue_head_stamp(b, freed_oldest(b));
+	uint64_t o = d < f ? d : f;
+	if (b->tails_oldest < o)
+		o = b->tails_oldest;
 	/* Sequentially consistent: a background purger that is about to
 	 * sleep either sees it or is seen sleeping (purge.c). */
-	__atomic_store_n(&b->oldest, d < f ? d : f, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->oldest, o, __ATOMIC_SEQ_CST);
 }
 
 static void q_append(struct mb_buddy *b, struct queue q, size_t pb)
@@ -247,6 +250,11 @@ static void global_refill(struct mb_buddy *b, size_t pb, int owner)
 {
 	if (b->pb_flags[pb] & MB_PBF_QUEUED)
 		q_unlink(b, freed_q(b, pb), pb);
+	if (b->pb_flags[pb] & MB_PBF_TAILS) {
+		/* Wholly free: no block is left in it. */
+		b->pb_flags[pb] &= (uint8_t)~MB_PBF_TAILS;
+		b->nr_tails--;
+	}
 	set_pb_type(b, pb, MB_PB_GLOBAL);
 	owned_clear(b, pb);
 	b->nr_global++;
@@ -580,6 +588,7 @@ static void set_head(struct mb_buddy *b, size_t idx, size_t npages, int type)
 	h->state = MB_PG_ALLOC;
 	h->npages = (uint32_t)npages;
 	h->type = (uint8_t)type;
+	h->used = 0;
 }
 
 /* ---- allocation ---- */
@@ -862,8 +871,11 @@ static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
 }
 
 /* align: a power of two of pages, at most a pageblock's (runs of more
- * than a pageblock are aligned to one); who: a home user, or -1. */
-static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int who, int *zeroed)
+ * than a pageblock are aligned to one); who: a home user, or -1; used:
+ * the first pages the caller uses (npages but for a block, whose other
+ * pages stay as they are: see mb_buddy_alloc_block()). */
+static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int who, int *zeroed,
+			size_t used)
 {
 	int zero_dummy;
 	if (!zeroed)
@@ -899,7 +911,9 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 				q_append(b, freed_q(b, pb), pb);
 			}
 			size_t owner = (size_t)mb_buddy_pb_type(b, pb);
-			*zeroed = claim_pages(b, (size_t)idx, npages);
+			*zeroed = claim_pages(b, (size_t)idx, used);
+			for (size_t i = (size_t)idx + used; i < (size_t)idx + npages; i++)
+				b->pages[i].state = MB_PG_TAIL;
 			if (!end)
 				end = (size_t)idx + ((size_t)1 << order);
 			trim_range(b, (size_t)idx + npages, end, (int)owner);
@@ -917,23 +931,96 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 
 long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
 {
-	long idx = alloc_pages(b, npages, 1, type, -1, zeroed);
+	long idx = alloc_pages(b, npages, 1, type, -1, zeroed, npages);
 	debug_check(b, "mb_buddy_alloc");
 	return idx;
 }
 
 long mb_buddy_alloc_aligned(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int *zeroed)
 {
-	long idx = alloc_pages(b, npages, align, type, -1, zeroed);
+	long idx = alloc_pages(b, npages, align, type, -1, zeroed, npages);
 	debug_check(b, "mb_buddy_alloc_aligned");
 	return idx;
 }
 
 long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed)
 {
-	long idx = alloc_pages(b, npages, 1, type, who, zeroed);
+	long idx = alloc_pages(b, npages, 1, type, who, zeroed, npages);
 	debug_check(b, "mb_buddy_alloc_home");
 	return idx;
+}
+
+/* Block allocation idx has dirty reserved pages from now on: the purge
+ * looks at its pageblock, and at it once it has kept them so for the
+ * decay (mb_buddy_purge_take). */
+static void tail_note(struct mb_buddy *b, size_t idx)
+{
+	size_t pb = idx >> b->pb_order;
+	b->pages[idx].tail_since = (uint32_t)b->clock;
+	if (!(b->pb_flags[pb] & MB_PBF_TAILS)) {
+		b->pb_flags[pb] |= MB_PBF_TAILS;
+		b->nr_tails++;
+	}
+	if (b->clock < b->tails_oldest) {
+		b->tails_oldest = b->clock;
+		oldest_update(b);
+	}
+}
+
+/* The first and last dirty page among the reserved ones of block
+ * allocation idx; 0 if none. */
+static int tail_dirty(const struct mb_buddy *b, size_t idx, size_t *first, size_t *last)
+{
+	const struct mb_page *h = &b->pages[idx];
+	if (!h->used)
+		return 0;
+	*first = SIZE_MAX;
+	for (size_t i = idx + h->used; i < idx + h->npages; i++)
+		if (b->pages[i].flags & MB_PGF_DIRTY) {
+			if (*first == SIZE_MAX)
+				*first = i;
+			*last = i;
+		}
+	return *first != SIZE_MAX;
+}
+
+/* Of block allocation idx, the pages below `used` in use, marked dirty
+ * (the caller writes them), and the rest reserved, as they are. */
+static void block_use(struct mb_buddy *b, size_t idx, size_t used)
+{
+	struct mb_page *h = &b->pages[idx];
+	size_t was = mb_buddy_pages_used(h);
+	if (b->nunits && used != was)
+		hp_account(b, idx + (used < was ? used : was), used < was ? was - used : used - was,
+			   used < was ? -1 : +1);
+	h->used = used < h->npages ? (uint32_t)used : 0;
+	size_t clean = 0;
+	for (size_t i = idx; i < idx + used; i++) {
+		clean += !(b->pages[i].flags & MB_PGF_DIRTY);
+		b->pages[i].flags |= MB_PGF_DIRTY;
+	}
+	note_fresh(b, clean);
+	size_t first, last;
+	if (tail_dirty(b, idx, &first, &last))
+		tail_note(b, idx);
+}
+
+long mb_buddy_alloc_block(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
+{
+	size_t block = (size_t)1 << order_for(npages);
+	if (npages == 0 || block > b->pb_pages)
+		return -1;
+	long idx = alloc_pages(b, block, 1, type, -1, zeroed, npages);
+	if (idx >= 0)
+		block_use(b, (size_t)idx, npages);
+	debug_check(b, "mb_buddy_alloc_block");
+	return idx;
+}
+
+void mb_buddy_block_use(struct mb_buddy *b, size_t idx, size_t used)
+{
+	block_use(b, idx, used);
+	debug_check(b, "mb_buddy_block_use");
 }
 
 /* Free the allocated pages [idx, end) of the allocation whose head is
@@ -961,7 +1048,9 @@ static void release_range(struct mb_buddy *b, size_t idx, size_t end, size_t hea
 
 size_t mb_buddy_free(struct mb_buddy *b, size_t idx)
 {
-	size_t n = b->pages[idx].npages;
+	size_t n = b->pages[idx].npages, used = mb_buddy_pages_used(&b->pages[idx]);
+	if (b->nunits && used < n)
+		hp_account(b, idx + used, n - used, +1); /* reserved: counted out */
 	account_pages(b, idx, n, -1);
 	b->pages_allocated -= n;
 	release_range(b, idx, idx + n, idx);
@@ -1021,6 +1110,15 @@ static int resize_pages(struct mb_buddy *b, size_t idx, size_t new_npages)
 		size_t cut = idx + new_npages, end = idx + old;
 		if (cut & (b->pb_pages - 1))
 			records_materialize(b, cut >> b->pb_order);
+		if (h->used) {
+			/* A block's reserved pages that go are counted back
+			 * in first, as mb_buddy_free() does. */
+			size_t from = h->used > new_npages ? h->used : new_npages;
+			if (b->nunits)
+				hp_account(b, idx + from, old - from, +1);
+			if (h->used >= new_npages)
+				h->used = 0;
+		}
 		account_pages(b, cut, old - new_npages, -1);
 		b->pages_allocated -= old - new_npages;
 		h->npages = (uint32_t)new_npages;
@@ -1061,6 +1159,9 @@ static int resize_pages(struct mb_buddy *b, size_t idx, size_t new_npages)
 		if (whole_end <= last_pb)
 			take_partial(b, whole_end << b->pb_order, end, type);
 	}
+	if (h->used)
+		/* A block grown past its end: its reserved pages are in use. */
+		block_use(b, idx, old);
 	account_pages(b, start, end - start, +1);
 	b->pages_allocated += end - start;
 	h->npages = (uint32_t)new_npages;
@@ -1082,7 +1183,9 @@ static void batch_add(struct mb_purge_batch *bt, size_t idx, size_t npages, int 
 	struct mb_purge_range *r = &bt->r[bt->n++];
 	r->idx = idx;
 	r->npages = npages;
+	r->head = idx;
 	r->global = (uint8_t)global;
+	r->tail = 0;
 	r->ok = 0;
 	bt->pages += npages;
 }
@@ -1171,6 +1274,80 @@ static int take_freed(struct mb_buddy *b, size_t pb, size_t budget, struct mb_pu
 	return 1;
 }
 
+/* The clock when block allocation h last left dirty reserved pages. */
+static uint64_t tail_stamp(const struct mb_buddy *b, const struct mb_page *h)
+{
+	return b->clock - (uint32_t)((uint32_t)b->clock - h->tail_since);
+}
+
+/* Room left in bt, the dirty reserved pages of blocks that have kept them
+ * since idle_since or before, one range per block (flagged busy until
+ * done). A pageblock found with no others left is no longer looked at. */
+static void take_tails(struct mb_buddy *b, uint64_t idle_since, size_t budget, struct mb_purge_batch *bt)
+{
+	if (!b->nr_tails || b->tails_oldest > idle_since)
+		return;
+	uint64_t oldest = UINT64_MAX;
+	int complete = 1;
+	for (size_t pb = 0; pb < b->pb_high && complete; pb++) {
+		if (!(b->pb_flags[pb] & MB_PBF_TAILS))
+			continue;
+		int left = 0;
+		size_t end = (pb + 1) << b->pb_order;
+		for (size_t i = pb << b->pb_order; i < end;) {
+			struct mb_page *p = &b->pages[i];
+			size_t first, last;
+			if (p->state == MB_PG_FREE || p->state == MB_PG_PURGING) {
+				i += (size_t)1 << p->order;
+				continue;
+			}
+			if (p->state != MB_PG_ALLOC) {
+				i++; /* an allocation from an earlier pageblock */
+				continue;
+			}
+			if (!(p->flags & MB_PGF_TAIL_BUSY) && tail_dirty(b, i, &first, &last)) {
+				uint64_t since = tail_stamp(b, p);
+				if (since > idle_since) {
+					left = 1;
+					oldest = since < oldest ? since : oldest;
+				} else if (bt->n == MB_PURGE_RANGES || bt->pages >= budget) {
+					left = 1;
+					complete = 0;
+				} else {
+					batch_add(bt, first, last + 1 - first, 0);
+					bt->r[bt->n - 1].head = i;
+					bt->r[bt->n - 1].tail = 1;
+					p->flags |= MB_PGF_TAIL_BUSY;
+				}
+			}
+			i += p->npages;
+		}
+		if (!left) {
+			b->pb_flags[pb] &= (uint8_t)~MB_PBF_TAILS;
+			b->nr_tails--;
+		}
+	}
+	/* Not looked at to the end: some are due still, and the stamp
+	 * stays as early as it was. */
+	if (complete) {
+		b->tails_oldest = oldest;
+		oldest_update(b);
+	}
+}
+
+/* A block's reserved pages back from the kernel: clean if it took them,
+ * else dirty still, to be tried again a decay later. */
+static void done_tail(struct mb_buddy *b, const struct mb_purge_range *r)
+{
+	b->pages[r->head].flags &= (uint8_t)~MB_PGF_TAIL_BUSY;
+	if (!r->ok) {
+		tail_note(b, r->head);
+		return;
+	}
+	for (size_t i = r->idx; i < r->idx + r->npages; i++)
+		b->pages[i].flags &= (uint8_t)~MB_PGF_DIRTY;
+}
+
 size_t mb_buddy_purge_take(struct mb_buddy *b, uint64_t idle_since, size_t budget, struct mb_purge_batch *bt)
 {
 	bt->n = 0;
@@ -1186,6 +1363,7 @@ size_t mb_buddy_purge_take(struct mb_buddy *b, uint64_t idle_since, size_t budge
 		} else
 			break;
 	}
+	take_tails(b, idle_since, budget, bt);
 	debug_check(b, "mb_buddy_purge_take");
 	return bt->pages;
 }
@@ -1244,6 +1422,8 @@ void mb_buddy_purge_done(struct mb_buddy *b, struct mb_purge_batch *bt)
 			b->count.release_failures++;
 		if (r->global)
 			done_global(b, r);
+		else if (r->tail)
+			done_tail(b, r);
 		else
 			done_freed(b, r);
 	}
@@ -1352,6 +1532,7 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	for (int t = 0; t < MB_NTYPES; t++)
 		b->freed_head[t] = b->freed_tail[t] = MB_NIL;
 	b->oldest = UINT64_MAX;
+	b->tails_oldest = UINT64_MAX;
 	b->release = mb_os_release;
 	return 0;
 }

@@ -43,6 +43,8 @@
 			    * dirty) or the freed one (owned, with dirty
 			    * free pages) */
 #define MB_PBF_INFLIGHT 0x8 /* global, being handed back: out of the pool */
+#define MB_PBF_TAILS 0x10   /* may hold blocks whose reserved pages are dirty
+			     * (mb_buddy_alloc_block): the purge looks */
 
 enum mb_page_state {
 	MB_PG_NONE = 0,  /* inside a block, or never used */
@@ -54,10 +56,22 @@ enum mb_page_state {
 };
 
 #define MB_PGF_DIRTY 0x1 /* written since the kernel last gave it to us zeroed */
+#define MB_PGF_TAIL_BUSY 0x2 /* head of a block whose reserved pages the purge
+			      * is handing back: it must wait (large.c) */
 
 /* One per page of the region, 32 bytes. */
 struct mb_page {
-	uint32_t next, prev; /* free-list links (free heads) */
+	union {
+		uint32_t next; /* free-list link (free heads) */
+		uint32_t used; /* alloc heads of a block (mb_buddy_alloc_block):
+				* the pages in use, the rest reserved; 0: all */
+	};
+	union {
+		uint32_t prev;       /* free-list link (free heads) */
+		uint32_t tail_since; /* alloc heads of a block: the clock (low 32
+				      * bits) when dirty pages were last left
+				      * among its reserved ones */
+	};
 	uint8_t order;       /* block order (free heads) */
 	uint8_t state;       /* enum mb_page_state */
 	uint8_t flags;       /* MB_PGF_* */
@@ -161,8 +175,12 @@ struct mb_buddy {
 	 * mb_buddy_nr_freed() counts all three. */
 	uint32_t freed_head[MB_NTYPES], freed_tail[MB_NTYPES];
 	size_t nr_freed_of[MB_NTYPES];
-	uint64_t oldest;      /* the oldest stamp on any queue, UINT64_MAX
-			       * if none; may be read without the lock */
+	uint64_t oldest;      /* the oldest stamp on any queue or dirty
+			       * reserved pages of a block, UINT64_MAX if
+			       * none; may be read without the lock */
+	size_t nr_tails;      /* pageblocks flagged MB_PBF_TAILS */
+	uint64_t tails_oldest; /* no block left dirty reserved pages before
+				* this, UINT64_MAX: none did */
 	size_t nr_inflight;   /* global pageblocks being handed back */
 	size_t pages_inflight; /* pages of free blocks being handed back */
 	size_t clean_hint; /* no clean global pageblock below this index */
@@ -229,6 +247,36 @@ long mb_buddy_alloc_aligned(struct mb_buddy *b, size_t npages, size_t align, enu
  * whole. Only blocks of up to a pageblock use the home. */
 long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed);
 
+/* A request of npages (not a power of two, the next one at most a
+ * pageblock) as the first pages of a whole aligned block of the next power
+ * of two, one allocation: its other pages are reserved for it, never
+ * handed to another request. So when it is freed the block comes back
+ * whole. Trimmed to npages, its tail would go to requests of other sizes,
+ * and what the allocation leaves when freed would be pieces that fit no
+ * request of its size: the holes a program's buffers of 64 KiB plus a
+ * header leave (17 pages, git), which the heap cannot reuse and grows
+ * beside. Reserved pages that an earlier user of the block wrote stay as
+ * they are, resident, while the block is young: the next block of its
+ * size would have to fault them in again; those of a block that lives on
+ * past the decay time go back to the kernel with the purge
+ * (mb_buddy_purge_take), as free memory does. *zeroed says whether the
+ * first npages read as zero. Returns the first page, or -1. */
+long mb_buddy_alloc_block(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed);
+/* Change how many pages of block allocation idx are in use, within its
+ * block: those below `used` are the caller's (dirty from now on), the rest
+ * reserved. Reserved pages do not count toward a 2 MiB unit's pages in
+ * use: a unit of blocks half used is no candidate for a huge page, whose
+ * collapse would make them resident. Growing an allocation past its block
+ * (mb_buddy_resize) makes every page of it in use. Not while the purge
+ * hands its reserved pages back (MB_PGF_TAIL_BUSY). */
+void mb_buddy_block_use(struct mb_buddy *b, size_t idx, size_t used);
+
+/* The pages allocation h (a head) uses: all but a block's reserved ones. */
+static inline size_t mb_buddy_pages_used(const struct mb_page *h)
+{
+	return h->used ? h->used : h->npages;
+}
+
 /* Free the allocation whose first page is idx (state MB_PG_ALLOC; the caller
  * validates). Returns its length in pages. */
 size_t mb_buddy_free(struct mb_buddy *b, size_t idx);
@@ -244,13 +292,17 @@ int mb_buddy_resize(struct mb_buddy *b, size_t idx, size_t new_npages);
  * before `idle_since` (oldest first) comes off the free lists and out of
  * the pool as ranges, neighbours coalesced: whole global pageblocks, and
  * spans of adjacent free blocks in owned ones. Nothing can hand it out.
+ * Then, room left, the dirty reserved pages of blocks that left them so
+ * at or before `idle_since`: their blocks are flagged MB_PGF_TAIL_BUSY.
  * release: without the lock, madvise each range.
  * done: under the lock, the ranges go back, clean where the kernel took
- * them, and merge as frees do. */
+ * them, and merge as frees do; a block's reserved pages stay its own. */
 #define MB_PURGE_RANGES 32
 struct mb_purge_range {
 	size_t idx, npages;
+	size_t head;    /* reserved pages of a block: its head; else idx */
 	uint8_t global; /* whole pageblocks of the global pool */
+	uint8_t tail;   /* reserved pages of a live block */
 	uint8_t ok;     /* the kernel took it */
 };
 struct mb_purge_batch {

@@ -58,10 +58,12 @@ static int check_lists(const struct mb_buddy *b, char *err, size_t len)
 /* Walk one pageblock that is owned by a type. *run carries the pages of an
  * allocation that continues from the previous pageblock. */
 static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
-			   uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX], size_t *inflight, char *err, size_t len)
+			   uint64_t nfree[MB_NTYPES][MB_MAX_ORDER_MAX], size_t *inflight, size_t *reserved,
+			   char *err, size_t len)
 {
 	int type = mb_buddy_pb_type(b, pb);
 	size_t i = pb << b->pb_order, end = i + b->pb_pages, used = 0;
+	*reserved = 0;
 	if (!(b->pb_flags[pb] & MB_PBF_RECORDS)) {
 		/* No records: one allocation covers it whole, continuing from
 		 * an earlier pageblock or starting at its first page. */
@@ -119,6 +121,20 @@ static int check_pageblock(const struct mb_buddy *b, size_t pb, size_t *run,
 						    j, i, b->pages[j].state);
 			/* An allocated page may be clean: the slab layer hands
 			 * idle pages of sparse slabs back to the kernel. */
+			if (p->used && (p->used >= n || n > b->pb_pages))
+				return fail(err, len, "allocation at page %zu uses %u of its %zu pages", i, p->used, n);
+			if ((p->flags & MB_PGF_TAIL_BUSY) && !p->used)
+				return fail(err, len, "allocation at page %zu is busy but reserves no page", i);
+			if (p->used) {
+				*reserved += n - p->used;
+				/* Dirty reserved pages: the purge must look. */
+				int dirty = 0;
+				for (size_t j = i + p->used; j < i + n; j++)
+					dirty |= b->pages[j].flags & MB_PGF_DIRTY;
+				if (dirty && !(p->flags & MB_PGF_TAIL_BUSY) && !(b->pb_flags[pb] & MB_PBF_TAILS))
+					return fail(err, len, "block at page %zu has dirty reserved pages, its pageblock "
+						    "is not flagged", i);
+			}
 			*run = n - here;
 			used += here;
 			i += here;
@@ -204,18 +220,28 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 			continue;
 		}
 		owned[type]++;
-		if (check_pageblock(b, pb, &run, nfree, &inflight_pages, err, len))
+		size_t reserved;
+		if (check_pageblock(b, pb, &run, nfree, &inflight_pages, &reserved, err, len))
 			return -1;
 		allocated += b->pb_used[pb];
 		if (b->nunits) {
+			/* Blocks' reserved pages are allocated (pb_used) but not
+			 * in use (hp_used). */
 			size_t per = b->pb_pages >> MB_HP_SHIFT, sum = 0;
 			for (size_t u = pb * per; u < (pb + 1) * per; u++)
 				sum += b->hp_used[u];
-			if (sum != b->pb_used[pb])
-				return fail(err, len, "pageblock %zu: its 2 MiB units count %zu pages in use, pb_used %u",
-					    pb, sum, b->pb_used[pb]);
+			if (sum + reserved != b->pb_used[pb])
+				return fail(err, len,
+					    "pageblock %zu: its 2 MiB units count %zu pages in use, pb_used %u, %zu reserved",
+					    pb, sum, b->pb_used[pb], reserved);
 		}
 	}
+	size_t tails = 0;
+	for (size_t pb = 0; pb < b->nblocks; pb++)
+		tails += (b->pb_flags[pb] & MB_PBF_TAILS) != 0;
+	if (tails != b->nr_tails)
+		return fail(err, len, "%zu pageblocks flagged for blocks' reserved pages, nr_tails %zu", tails,
+			    b->nr_tails);
 	if (run)
 		return fail(err, len, "an allocation runs past the end of the region");
 
@@ -254,6 +280,8 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 	size_t nfreed = mb_buddy_nr_freed(b);
 	if (nqueued != b->nr_dirty + nfreed)
 		return fail(err, len, "%zu pageblocks flagged queued, the queues hold %zu", nqueued, b->nr_dirty + nfreed);
+	if (b->tails_oldest < oldest)
+		oldest = b->tails_oldest; /* blocks' dirty reserved pages */
 	if (b->oldest != oldest)
 		return fail(err, len, "oldest queued stamp %llu, the queue heads say %llu", (unsigned long long)b->oldest,
 			    (unsigned long long)oldest);

@@ -5,6 +5,7 @@
 #include "report.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 /* Zero the whole usable size of a new object whose pages may hold data:
@@ -23,6 +24,19 @@ static void clear(void *p, size_t len, int by_kernel)
 	memset(p, 0, len);
 }
 
+/* With the heap lock held: until the purge has handed back the reserved
+ * pages of m's block (MB_PGF_TAIL_BUSY), the lock is dropped in turns, as
+ * the block's pages must stay as they are meanwhile. A few microseconds,
+ * the length of one madvise. */
+static void wait_tail(struct mb_page *m)
+{
+	while (__atomic_load_n(&m->flags, __ATOMIC_RELAXED) & MB_PGF_TAIL_BUSY) {
+		mb_heap_unlock();
+		sched_yield();
+		mb_heap_lock();
+	}
+}
+
 void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
@@ -37,9 +51,17 @@ void *mb_large_alloc(size_t bytes, size_t align, int key, int zero)
 		npages = 1;
 	int zeroed = 0;
 	long idx;
+	int block = apages <= 1 && npages >= MB_LARGE_BLOCK_MIN_PAGES && npages < MB_LARGE_BLOCK_MAX_PAGES &&
+		    npages < b->pb_pages && (npages & (npages - 1));
 
 	mb_heap_lock();
-	if (apages <= 1 || (npages > b->pb_pages && apages <= b->pb_pages)) {
+	/* Blocks spend the heap's room: only while the pageblocks in use
+	 * are an eighth of the heap at most (a heap that MBUDDY_HEAP_SIZE
+	 * keeps small needs its pageblocks whole, for requests of one). */
+	block = block && (b->nblocks - b->nr_global) * 8 <= b->nblocks;
+	if (block) {
+		idx = mb_buddy_alloc_block(b, npages, type, &zeroed);
+	} else if (apages <= 1 || (npages > b->pb_pages && apages <= b->pb_pages)) {
 		/* No alignment beyond a page, or runs (aligned to a pageblock). */
 		idx = mb_buddy_alloc(b, npages, type, &zeroed);
 	} else if (npages <= b->pb_pages && apages <= b->pb_pages) {
@@ -102,13 +124,14 @@ static void free_pages_locked(struct mb_page *m)
 void mb_large_free(void *p, struct mb_page *m)
 {
 	mb_heap_lock();
+	wait_tail(m);
 	/* Checked under the lock, so two racing frees cannot both pass. */
 	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE || (m->user16 & MB_LARGE_CACHED)) {
 		mb_heap_unlock();
 		mb_fatal_pointer("free", "double free or invalid pointer", p);
 	}
 	mb_counts_add(mb_heap.counts.frees, 1);
-	mb_counts_add(mb_heap.counts.freed_bytes, (size_t)m->npages << MB_PAGE_SHIFT);
+	mb_counts_add(mb_heap.counts.freed_bytes, mb_large_pages(m) << MB_PAGE_SHIFT);
 	mb_counts_add(mb_heap.counts.live_requested, -(int64_t)m->user.u64);
 	free_pages_locked(m);
 	mb_heap_unlock();
@@ -149,14 +172,21 @@ int mb_large_resize(void *p, struct mb_page *m, size_t n, const char *func)
 {
 	struct mb_buddy *b = &mb_heap.buddy;
 	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;
+	size_t idx = (size_t)(m - b->pages);
 	mb_heap_lock();
+	wait_tail(m);
 	if (m->state != MB_PG_ALLOC || m->kind != MB_KIND_LARGE || (m->user16 & MB_LARGE_CACHED)) {
 		mb_heap_unlock();
 		mb_fatal_pointer(func, "double free or invalid pointer", p);
 	}
-	size_t old_pages = m->npages;
+	size_t old_pages = mb_large_pages(m);
 	mb_heap_stamp_locked(); /* a shrink frees pages */
-	int ok = mb_buddy_resize(b, (size_t)(m - b->pages), npages) == 0;
+	int ok = 1;
+	if (m->used && npages <= m->npages)
+		/* Within its block: its reserved pages give and take. */
+		mb_buddy_block_use(b, idx, npages);
+	else
+		ok = mb_buddy_resize(b, idx, npages) == 0;
 	if (ok) {
 		if (npages > old_pages)
 			mb_counts_add(mb_heap.counts.alloc_bytes, (npages - old_pages) << MB_PAGE_SHIFT);

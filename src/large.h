@@ -1,13 +1,29 @@
 /* Page-granular objects: requests above MB_SMALL_MAX, and aligned requests
  * that no size class can meet, take whole pages from the buddy under the
  * heap lock. The first page's record says what the object is: kind
- * MB_KIND_LARGE, user.u64 the bytes asked for, user16 MB_LARGE_* flags. */
+ * MB_KIND_LARGE, user.u64 the bytes asked for, user16 MB_LARGE_* flags.
+ *
+ * An object of more pages than a run (runcache.h) and up to 512 KiB, not
+ * a power of two, takes a whole block of the next power of two
+ * (mb_buddy_alloc_block) while the heap has room for it (large.c): the
+ * pages past its own stay reserved for it, so that its free gives the
+ * block back whole, and those an earlier user wrote go back to the kernel
+ * with the purge once the object has lived a decay time. Its usable size
+ * is its own pages; a realloc within the block resizes it in place. */
 #ifndef MB_LARGE_H
 #define MB_LARGE_H
 
 #include <stddef.h>
 
 #include "buddy.h"
+
+/* The objects that take a block: more pages than the longest run of a
+ * thread's cache (runcache.h), whose runs are cut to their length, and a
+ * block of 512 KiB at most: the tail of a larger object leaves pieces of
+ * 256 KiB and more, which other requests take as they are, while a block
+ * would hold its pageblock's space from the other allocations of its type. */
+#define MB_LARGE_BLOCK_MIN_PAGES 9
+#define MB_LARGE_BLOCK_MAX_PAGES 128
 
 /* mb_page.user16 of a large object's first page */
 #define MB_LARGE_SAMPLED 0x1 /* a classification sample */
@@ -17,6 +33,11 @@
  * `key` (pages have no lanes: only its type counts); zero asks for zeroed
  * memory. NULL with errno ENOMEM when the heap has no room. */
 void *mb_large_alloc(size_t bytes, size_t align, int key, int zero);
+/* The pages large object m (its first page's record) uses: its usable size. */
+static inline size_t mb_large_pages(const struct mb_page *m)
+{
+	return mb_buddy_pages_used(m);
+}
 /* Free p, whose first page record is m; a page that is not a live large
  * object is reported and aborts. */
 void mb_large_free(void *p, struct mb_page *m);

@@ -4,6 +4,9 @@
 #include "large.h"
 #include "report.h"
 
+_Static_assert(MB_RUN_MAX / MB_PAGE_SIZE < MB_LARGE_BLOCK_MIN_PAGES,
+	       "a cached run is never the head of a block: runs are cut to their length");
+
 void *mb_runcache_get(struct mb_runcache *rc, struct mb_counts *counts, size_t n, int key)
 {
 	size_t npages = (n + MB_PAGE_SIZE - 1) >> MB_PAGE_SHIFT;

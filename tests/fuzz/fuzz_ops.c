@@ -61,6 +61,7 @@
 #include "buddy.h"
 #include "heap.h"
 #include "init.h"
+#include "large.h"
 #include "canary.h"
 #include "options.h"
 #include "region.h"
@@ -362,9 +363,9 @@ NOCOV static void check_heap(const char *when, int contents)
 					rc = -1;
 				}
 			} else if (m->kind == MB_KIND_LARGE) {
-				if (m->state != MB_PG_ALLOC || ((size_t)m->npages << MB_PAGE_SHIFT) != s->usable + extra) {
-					snprintf(err, sizeof err, "live large object %p: head page state %u npages %u",
-						 (void *)s->p, m->state, m->npages);
+				if (m->state != MB_PG_ALLOC || mb_large_pages(m) << MB_PAGE_SHIFT != s->usable + extra) {
+					snprintf(err, sizeof err, "live large object %p: head page state %u, %zu of %u pages",
+						 (void *)s->p, m->state, mb_large_pages(m), m->npages);
 					rc = -1;
 				}
 			} else {

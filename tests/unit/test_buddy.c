@@ -432,6 +432,204 @@ TEST(exact_sizes)
 	test_buddy_free_region(&B);
 }
 
+/* A block keeps its tail: a request of 17 pages takes a whole block of
+ * 32, which nothing else gets while it lives, and whose free leaves the
+ * pageblock whole. Its reserved pages count toward the pageblock's pages
+ * taken but not toward its 2 MiB unit's pages in use. */
+TEST(block_keeps_its_tail)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
+	int zeroed = 0;
+	long a = mb_buddy_alloc_block(&B, 17, MB_USERRCLM, &zeroed);
+	ASSERT_GE(a, 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(a % 32, 0);
+	ASSERT_EQ(zeroed, 1);
+	ASSERT_EQ(B.pages[a].npages, 32);
+	ASSERT_EQ(B.pages[a].used, 17);
+	ASSERT_EQ(mb_buddy_pages_used(&B.pages[a]), 17);
+	ASSERT_EQ(B.pages_allocated, 32);
+	ASSERT_EQ(B.hp_used[(size_t)a >> MB_HP_SHIFT], 17);
+	ASSERT_EQ(B.nr_tails, 0); /* fresh pages: nothing to give back */
+	for (size_t i = (size_t)a + 17; i < (size_t)a + 32; i++) {
+		ASSERT_EQ(B.pages[i].state, MB_PG_TAIL);
+		ASSERT_EQ(B.pages[i].flags & MB_PGF_DIRTY, 0);
+	}
+	/* Single pages fill the rest of the pageblock around it, never its
+	 * tail. */
+	for (size_t n = 0; n < B.pb_pages - 32; n++) {
+		long x = mb_buddy_alloc(&B, 1, MB_USERRCLM, NULL);
+		ASSERT_GE(x, 0);
+		ASSERT((x < a || x >= a + 32));
+	}
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.nr_global, 1);
+	for (size_t i = (size_t)a & ~(B.pb_pages - 1); i < ((size_t)a | (B.pb_pages - 1)) + 1; i++)
+		if (i < (size_t)a || i >= (size_t)a + 32)
+			mb_buddy_free(&B, i);
+	ASSERT_BUDDY(&B);
+	/* Freed, the block is whole again, and so is its pageblock. */
+	ASSERT_EQ(mb_buddy_free(&B, (size_t)a), 32);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages_allocated, 0);
+	ASSERT_EQ(B.hp_used[(size_t)a >> MB_HP_SHIFT], 0);
+	whole_again_and_gone(&B);
+}
+
+/* Reserved pages that an earlier user wrote stay, and go back with the
+ * purge once the block has kept them for the decay: taken as a range of
+ * their own (the block busy meanwhile), released, clean, the block's
+ * still. A release the kernel refuses leaves them dirty, to be tried
+ * again. */
+TEST(block_tail_goes_back_with_the_purge)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
+	int zeroed;
+	B.clock = 100;
+	long w = alloc_ok(&B, 32, MB_KERNRCLM);
+	memset(mb_buddy_page_addr(&B, (size_t)w), 0x77, 32 * MB_PAGE_SIZE);
+	free_ok(&B, w);
+	/* The free queued the pageblock; the purge of free pages would take
+	 * the block's pages first: they are the block's now. */
+	B.clock = 200;
+	long a = mb_buddy_alloc_block(&B, 20, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(a, w);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(zeroed, 0);
+	ASSERT_EQ(B.nr_tails, 1);
+	ASSERT_EQ(B.tails_oldest, 200);
+	ASSERT_LE(B.oldest, 200);
+	for (size_t i = (size_t)a + 20; i < (size_t)a + 32; i++)
+		ASSERT_EQ(B.pages[i].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);
+	/* Not yet: left dirty at 200. */
+	struct mb_purge_batch bt;
+	B.clock = 250;
+	mb_buddy_purge_take(&B, 199, 100000, &bt);
+	for (unsigned k = 0; k < bt.n; k++)
+		ASSERT_EQ(bt.r[k].tail, 0);
+	mb_buddy_purge_release(&B, &bt);
+	mb_buddy_purge_done(&B, &bt);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.nr_tails, 1);
+	/* Refused by the kernel: dirty still, and noted again. */
+	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 1);
+	ASSERT_EQ(mb_buddy_purge_take(&B, 200, 100000, &bt), 12);
+	ASSERT_EQ(bt.n, 1);
+	ASSERT_EQ(bt.r[0].tail, 1);
+	ASSERT_EQ(bt.r[0].head, (size_t)a);
+	ASSERT_EQ(bt.r[0].idx, (size_t)a + 20);
+	ASSERT_EQ(bt.r[0].npages, 12);
+	ASSERT_EQ(B.pages[a].flags & MB_PGF_TAIL_BUSY, MB_PGF_TAIL_BUSY);
+	ASSERT_BUDDY(&B);
+	mb_buddy_purge_release(&B, &bt);
+	mb_buddy_purge_done(&B, &bt);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a].flags & MB_PGF_TAIL_BUSY, 0);
+	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);
+	ASSERT_EQ(B.nr_tails, 1);
+	ASSERT_EQ(B.tails_oldest, 250); /* a decay from now */
+	/* A younger block's tail waits while the older one's is due. */
+	long w2 = alloc_ok(&B, 32, MB_KERNRCLM);
+	memset(mb_buddy_page_addr(&B, (size_t)w2), 0x79, 32 * MB_PAGE_SIZE);
+	free_ok(&B, w2);
+	B.clock = 300;
+	long a2 = mb_buddy_alloc_block(&B, 20, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(a2, w2);
+	ASSERT_EQ(B.tails_oldest, 250);
+	B.clock = 400;
+	ASSERT_EQ(mb_buddy_purge_take(&B, 299, 100000, &bt), 12);
+	ASSERT_EQ(bt.n, 1);
+	ASSERT_EQ(bt.r[0].head, (size_t)a);
+	mb_buddy_purge_release(&B, &bt);
+	mb_buddy_purge_done(&B, &bt);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.nr_tails, 1);
+	ASSERT_EQ(B.tails_oldest, 300);
+	/* a's are clean, not resident, the block's still; freed, a2 leaves
+	 * its pageblock no dirty reserved page: the next purge takes its
+	 * free pages and looks at the pageblock no more. */
+	free_ok(&B, a2);
+	ASSERT_GE(mb_buddy_purge(&B, 400, 100000), 32);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.nr_tails, 0);
+	ASSERT_EQ(B.tails_oldest, UINT64_MAX);
+	for (size_t i = (size_t)a + 20; i < (size_t)a + 32; i++) {
+		ASSERT_EQ(B.pages[i].flags & MB_PGF_DIRTY, 0);
+		ASSERT_EQ(B.pages[i].state, MB_PG_TAIL);
+	}
+	ASSERT_EQ(test_resident_pages(mb_buddy_page_addr(&B, (size_t)a + 20), 12 * MB_PAGE_SIZE), 0);
+	ASSERT_EQ(B.pages[a].used, 20);
+	/* In use again within the block: 20 -> 28 pages are dirty (the
+	 * caller writes them), nothing reserved is; 28 -> 10 leaves 18 dirty
+	 * reserved pages, noted for the purge. */
+	mb_buddy_block_use(&B, (size_t)a, 28);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a].used, 28);
+	ASSERT_EQ(B.nr_tails, 0);
+	ASSERT_EQ(B.hp_used[(size_t)a >> MB_HP_SHIFT], 28);
+	memset(mb_buddy_page_addr(&B, (size_t)a), 0x78, 28 * MB_PAGE_SIZE);
+	mb_buddy_block_use(&B, (size_t)a, 10);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.nr_tails, 1);
+	ASSERT_EQ(B.hp_used[(size_t)a >> MB_HP_SHIFT], 10);
+	ASSERT_EQ(mb_buddy_purge(&B, 400, 100000), 18);
+	ASSERT_BUDDY(&B);
+	/* Freed, its upper half (all given back) is taken by a request that
+	 * is told it reads as zero, and does. */
+	free_ok(&B, a);
+	long lo = mb_buddy_alloc(&B, 16, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(lo, a);
+	ASSERT_EQ(zeroed, 0);
+	long z = mb_buddy_alloc(&B, 16, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(z, a + 16);
+	ASSERT_EQ(zeroed, 1);
+	const unsigned char *zp = mb_buddy_page_addr(&B, (size_t)z);
+	for (size_t j = 0; j < 16 * MB_PAGE_SIZE; j += 512)
+		ASSERT_EQ(zp[j], 0);
+	free_ok(&B, lo);
+	free_ok(&B, z);
+	whole_again_and_gone(&B);
+}
+
+/* Grown past its block, every page of a block allocation is in use;
+ * shrunk below what it used, it is an allocation like any. */
+TEST(block_resized)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
+	int zeroed;
+	long a = mb_buddy_alloc_block(&B, 17, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 40), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a].npages, 40);
+	ASSERT_EQ(B.pages[a].used, 0);
+	ASSERT_EQ(B.pages_allocated, 40);
+	ASSERT_EQ(B.hp_used[(size_t)a >> MB_HP_SHIFT], 40);
+	for (size_t i = (size_t)a; i < (size_t)a + 40; i++)
+		ASSERT_EQ(B.pages[i].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);
+	free_ok(&B, a);
+	/* Shrunk below what it uses: a plain allocation of 9 pages. */
+	a = mb_buddy_alloc_block(&B, 17, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 9), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a].npages, 9);
+	ASSERT_EQ(B.pages[a].used, 0);
+	ASSERT_EQ(B.hp_used[(size_t)a >> MB_HP_SHIFT], 9);
+	free_ok(&B, a);
+	/* Shrunk within its reserved pages: still a block in use to 17. */
+	a = mb_buddy_alloc_block(&B, 17, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(mb_buddy_resize(&B, (size_t)a, 24), 0);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a].npages, 24);
+	ASSERT_EQ(B.pages[a].used, 17);
+	ASSERT_EQ(B.pages_allocated, 24);
+	free_ok(&B, a);
+	/* A block is asked for a size below a pageblock: nothing else. */
+	ASSERT_EQ(mb_buddy_alloc_block(&B, 0, MB_KERNRCLM, &zeroed), -1);
+	ASSERT_EQ(mb_buddy_alloc_block(&B, B.pb_pages + 1, MB_KERNRCLM, &zeroed), -1);
+	ASSERT_BUDDY(&B);
+	whole_again_and_gone(&B);
+}
+
 TEST(resize_in_place)
 {
 	test_buddy_new(&B, 6, MB_MAX_ORDER_MIN);

@@ -1,5 +1,6 @@
-/* Randomized test: long sequences of alloc, free, resize, split and purge
- * against a shadow model of page ownership, with the consistency checker
+/* Randomized test: long sequences of alloc (pages, or blocks that keep a
+ * reserved tail), free, resize, block use, split and purge against a
+ * shadow model of page ownership, with the consistency checker
  * after every operation. A purge is taken in one operation and finished
  * some operations later, as the allocator does it with its lock dropped:
  * meanwhile its pages belong to nobody and nothing may hand them out. MB_RANDOM_OPS sets the total number of operations (default
@@ -14,9 +15,16 @@
 
 struct live {
 	long idx;
-	size_t npages;
+	size_t npages; /* taken from the buddy */
+	size_t used;   /* of a block, the pages in use (0: all) */
 	uint8_t tag;
 };
+
+/* The pages of l its owner writes: a block's reserved ones are not. */
+static size_t in_use(const struct live *l)
+{
+	return l->used ? l->used : l->npages;
+}
 
 static uint64_t rng_state;
 static uint64_t rnd(void)
@@ -55,9 +63,9 @@ static size_t tag_spot(const struct mb_buddy *b, size_t idx, size_t n, size_t k)
 static void tag_write(struct mb_buddy *b, struct live *l)
 {
 	unsigned char *p = mb_buddy_page_addr(b, (size_t)l->idx);
-	size_t last = (l->npages << MB_PAGE_SHIFT) - 1;
+	size_t last = (in_use(l) << MB_PAGE_SHIFT) - 1;
 	for (size_t k = 0;; k++) {
-		size_t at = tag_spot(b, (size_t)l->idx, l->npages, k);
+		size_t at = tag_spot(b, (size_t)l->idx, in_use(l), k);
 		p[at] = l->tag;
 		if (at == last)
 			break;
@@ -78,17 +86,26 @@ static void tag_verify_value(struct mb_buddy *b, size_t idx, size_t n, unsigned 
 
 static void tag_verify(struct mb_buddy *b, struct live *l)
 {
-	tag_verify_value(b, (size_t)l->idx, l->npages, l->tag);
+	tag_verify_value(b, (size_t)l->idx, in_use(l), l->tag);
 }
 
-/* Release what a purge took and put it back: its pages read as zero. */
+/* Whether the purge is handing back l's reserved pages: then its owner
+ * must leave it alone. */
+static int busy(const struct mb_buddy *b, const struct live *l)
+{
+	return (b->pages[l->idx].flags & MB_PGF_TAIL_BUSY) != 0;
+}
+
+/* Release what a purge took and put it back: its pages read as zero. A
+ * block's reserved pages stay its own. */
 static void finish_purge(struct mb_buddy *b, struct mb_purge_batch *bt)
 {
 	mb_buddy_purge_release(b, bt);
 	for (unsigned k = 0; k < bt->n; k++) {
 		struct mb_purge_range *r = &bt->r[k];
 		ASSERT(r->ok);
-		shadow_set(r->idx, r->npages, 0, INFLIGHT);
+		if (!r->tail)
+			shadow_set(r->idx, r->npages, 0, INFLIGHT);
 		const unsigned char *p = mb_buddy_page_addr(b, r->idx);
 		ASSERT_EQ(p[0], 0);
 		ASSERT_EQ(p[(r->npages << MB_PAGE_SHIFT) - 1], 0);
@@ -121,6 +138,7 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 	ASSERT(owner);
 
 	for (unsigned long op = 0; op < ops; op++) {
+		int pick;
 		uint64_t r = rnd() % 100;
 		b.clock = op;
 		if (r < 45 && nlive < MAX_LIVE) {
@@ -130,22 +148,33 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			/* Half the allocations go through homes (of any user,
 			 * whatever its type was before). */
 			int who = (int)(rnd() % (2 * MB_BUDDY_HOMES)) - MB_BUDDY_HOMES;
-			long idx = mb_buddy_alloc_home(&b, n, type, who < 0 ? -1 : who, &zeroed);
+			size_t block = 1;
+			while (block < n)
+				block *= 2;
+			int as_block = block != n && block <= b.pb_pages && rnd() % 4 == 0;
+			long idx = as_block ? mb_buddy_alloc_block(&b, n, type, &zeroed)
+					    : mb_buddy_alloc_home(&b, n, type, who < 0 ? -1 : who, &zeroed);
 			if (idx < 0) {
 				fails++;
 			} else {
 				struct live *l = &live[nlive];
 				l->idx = idx;
-				l->npages = n;
+				l->npages = as_block ? block : n;
+				l->used = as_block ? n : 0;
 				l->tag = (uint8_t)(rnd() | 1);
+				ASSERT_EQ(b.pages[idx].npages, l->npages);
+				ASSERT_EQ(b.pages[idx].used, l->used);
+				n = l->npages;
 				if (zeroed)
-					tag_verify_value(&b, (size_t)idx, n, 0);
+					tag_verify_value(&b, (size_t)idx, in_use(l), 0);
 				shadow_set((size_t)idx, n, (uint16_t)(nlive + 1), 0);
 				tag_write(&b, l);
 				nlive++;
 			}
-		} else if (r < 85 && nlive) {
-			int i = (int)(rnd() % (unsigned)nlive);
+		} else if (r < 85 && nlive && !busy(&b, &live[pick = (int)(rnd() % (unsigned)nlive)])) {
+			/* Not a block whose reserved pages the purge is handing
+			 * back: its owner waits for that (large.c). */
+			int i = pick;
 			struct live *l = &live[i];
 			tag_verify(&b, l);
 			shadow_set((size_t)l->idx, l->npages, 0, (uint16_t)(i + 1));
@@ -158,13 +187,25 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			/* Cut one in two, as aligned large allocations do. */
 			int i = (int)(rnd() % (unsigned)nlive);
 			struct live *l = &live[i];
-			if (l->npages >= 2) {
+			if (l->used) {
+				/* A block: another share of it in use (not while
+				 * the purge hands its reserved pages back). */
+				if (!busy(&b, l)) {
+					tag_verify(&b, l);
+					size_t u = 1 + rnd() % l->npages;
+					mb_buddy_block_use(&b, (size_t)l->idx, u);
+					l->used = u < l->npages ? u : 0;
+					ASSERT_EQ(b.pages[l->idx].used, l->used);
+					tag_write(&b, l);
+				}
+			} else if (l->npages >= 2) {
 				tag_verify(&b, l);
 				size_t at = (size_t)l->idx + 1 + rnd() % (l->npages - 1);
 				mb_buddy_split(&b, (size_t)l->idx, at);
 				struct live *t = &live[nlive];
 				t->idx = (long)at;
 				t->npages = (size_t)l->idx + l->npages - at;
+				t->used = 0;
 				t->tag = (uint8_t)(rnd() | 1);
 				l->npages = at - (size_t)l->idx;
 				shadow_set(at, t->npages, (uint16_t)(nlive + 1), (uint16_t)(i + 1));
@@ -172,8 +213,8 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 				tag_write(&b, l);
 				tag_write(&b, t);
 			}
-		} else if (r < 97 && nlive) {
-			int i = (int)(rnd() % (unsigned)nlive);
+		} else if (r < 97 && nlive && !busy(&b, &live[pick = (int)(rnd() % (unsigned)nlive)])) {
+			int i = pick;
 			struct live *l = &live[i];
 			size_t n = random_npages(&b);
 			tag_verify(&b, l);
@@ -182,17 +223,23 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 				ASSERT_EQ(mb_buddy_resize(&b, (size_t)l->idx, n), 0);
 				shadow_set((size_t)l->idx + n, old - n, 0, (uint16_t)(i + 1));
 				l->npages = n;
+				if (l->used >= n)
+					l->used = 0; /* cut into what it used */
 			} else if (mb_buddy_resize(&b, (size_t)l->idx, n) == 0) {
 				shadow_set((size_t)l->idx + old, n - old, (uint16_t)(i + 1), 0);
+				if (n > old)
+					l->used = 0; /* grown: every page in use */
 				l->npages = n;
 			}
+			ASSERT_EQ(b.pages[l->idx].used, l->used);
 			tag_write(&b, l);
 		} else if (!inflight && rnd() % 4 == 0) {
 			mb_buddy_purge(&b, op - rnd() % 64, 1 + rnd() % (4 * b.pb_pages));
 		} else if (!inflight) {
 			if (mb_buddy_purge_take(&b, op - rnd() % 64, 1 + rnd() % (4 * b.pb_pages), &bt)) {
 				for (unsigned k = 0; k < bt.n; k++)
-					shadow_set(bt.r[k].idx, bt.r[k].npages, INFLIGHT, 0);
+					if (!bt.r[k].tail)
+						shadow_set(bt.r[k].idx, bt.r[k].npages, INFLIGHT, 0);
 				inflight = 1;
 			}
 		} else {

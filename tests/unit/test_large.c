@@ -12,9 +12,11 @@
 #include "config.h"
 #include "harness.h"
 #include "large.h"
+#include "purge.h"
 #include "runcache.h"
 #include "sizeclass.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #define KiB ((size_t)1 << 10)
@@ -40,10 +42,25 @@ static size_t pages_of(size_t bytes)
 	return (bytes + PAGE - 1) / PAGE;
 }
 
+/* The pages the buddy hands out for an object of `bytes` at alignment
+ * align, allocated now: its own, or a block of the next power of two
+ * while the heap has room (large.h). */
+static size_t taken_for(size_t bytes, size_t align)
+{
+	size_t n = pages_of(bytes), block = 1;
+	if (align > PAGE || n < MB_LARGE_BLOCK_MIN_PAGES || n >= MB_LARGE_BLOCK_MAX_PAGES || n >= B->pb_pages ||
+	    !(n & (n - 1)) || (B->nblocks - B->nr_global) * 8 > B->nblocks)
+		return n;
+	while (block < n)
+		block *= 2;
+	return block;
+}
+
 /* Allocate and check what the object's first page says. */
 static void *alloc_ok(size_t bytes, size_t align, int key, int zero)
 {
 	uint64_t objects = mb_heap.large_objects, live = (uint64_t)mb_heap.counts.live_requested;
+	size_t taken = taken_for(bytes, align);
 	void *p = mb_large_alloc(bytes, align, key, zero);
 	if (!p)
 		FAIL("mb_large_alloc(%zu, %zu, key %d, zero %d) failed", bytes, align, key, zero);
@@ -56,7 +73,8 @@ static void *alloc_ok(size_t bytes, size_t align, int key, int zero)
 	ASSERT_EQ(m->kind, MB_KIND_LARGE);
 	ASSERT_EQ(m->user.u64, bytes);
 	ASSERT_EQ(m->user16, 0);
-	ASSERT_EQ(m->npages, pages_of(bytes));
+	ASSERT_EQ(mb_large_pages(m), pages_of(bytes));
+	ASSERT_EQ(m->npages, taken);
 	ASSERT_EQ(m->type, mb_key_type(key));
 	ASSERT_EQ(mb_heap.large_objects, objects + 1);
 	ASSERT_EQ((uint64_t)mb_heap.counts.live_requested, live + bytes);
@@ -104,10 +122,13 @@ TEST(sizes)
 		int key = i % MB_NTYPES;
 		p[i] = alloc_ok(sizes[i], 0, key, 0);
 		memset(p[i], i + 1, sizes[i]);
-		total += pages_of(sizes[i]);
+		total += record(p[i])->npages;
 		ASSERT_EQ(B->pages_allocated, total);
 	}
-	ASSERT_EQ(mb_heap.counts.alloc_bytes, total * PAGE);
+	size_t own = 0;
+	for (int i = 0; i < N; i++)
+		own += pages_of(sizes[i]);
+	ASSERT_EQ(mb_heap.counts.alloc_bytes, own * PAGE);
 	for (int k = 0; k < 2; k++)
 		for (int i = k; i < N; i += 2) {
 			for (size_t j = 0; j < sizes[i]; j += 4093)
@@ -145,7 +166,7 @@ TEST(alignment)
 			/* Something in the way, so that alignment is not free. */
 			void *pad = alloc_ok(3 * PAGE, 0, MB_USERRCLM, 0);
 			void *p = alloc_ok(sizes[i], align, MB_USERRCLM, 0);
-			ASSERT_EQ(B->pages_allocated, 3 + pages_of(sizes[i]));
+			ASSERT_EQ(B->pages_allocated, 3 + record(p)->npages);
 			memset(p, 0x5a, sizes[i]);
 			free_ok(pad);
 			free_ok(p);
@@ -225,13 +246,13 @@ static void resize_ok(void *p, size_t n)
 {
 	struct mb_page *m = record(p);
 	uint64_t grows = mb_heap.inplace_grows, shrinks = mb_heap.inplace_shrinks;
-	size_t before = m->npages;
+	size_t before = mb_large_pages(m);
 	int64_t live = mb_heap.counts.live_requested;
 	uint64_t was = m->user.u64;
 	if (mb_large_resize(p, m, n, "realloc") != 0)
 		FAIL("resize of %zu pages to %zu bytes in place failed", before, n);
 	ASSERT_BUDDY(B);
-	ASSERT_EQ(m->npages, pages_of(n));
+	ASSERT_EQ(mb_large_pages(m), pages_of(n));
 	ASSERT_EQ(m->user.u64, n);
 	ASSERT_EQ(mb_heap.counts.live_requested, live + (int64_t)n - (int64_t)was);
 	ASSERT_EQ(mb_heap.inplace_grows, grows + (pages_of(n) > before));
@@ -258,6 +279,129 @@ TEST(resize_in_place)
 	for (size_t j = 0; j < 20 * KiB; j++)
 		ASSERT_EQ(p[j], 8);
 	free_ok(p);
+	all_back();
+}
+
+/* A size just past a power of two of pages (64 KiB and a header, 17
+ * pages) takes a block of 32: its usable size is its own 17 pages, the
+ * other 15 are reserved for it; those its block's last owner wrote stay
+ * resident until the purge hands them back. A realloc within the block
+ * stays in place, one past the block grows into the free pages after it,
+ * and its free leaves the heap whole. */
+TEST(block_objects)
+{
+	heap();
+	unsigned char *w = alloc_ok(128 * KiB, 0, MB_USERRCLM, 0); /* 32 pages */
+	memset(w, 0xee, 128 * KiB);
+	free_ok(w);
+	size_t n = 64 * KiB + 8;
+	unsigned char *p = alloc_ok(n, 0, MB_USERRCLM, 0);
+	ASSERT_EQ(p, w);
+	struct mb_page *m = record(p);
+	ASSERT_EQ(m->npages, 32);
+	ASSERT_EQ(mb_large_pages(m), 17);
+	ASSERT_EQ(B->pages_allocated, 32);
+	ASSERT_EQ(test_resident_pages(p, 32 * PAGE), 32);
+	ASSERT_EQ(mb_purge(1), 15);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(test_resident_pages(p, 17 * PAGE), 17);
+	ASSERT_EQ(test_resident_pages(p + 17 * PAGE, 15 * PAGE), 0);
+	memset(p, 1, n);
+	uint64_t grows = mb_heap.inplace_grows;
+	resize_ok(p, 100 * KiB); /* 25 pages */
+	ASSERT_EQ(mb_heap.inplace_grows, grows + 1);
+	ASSERT_EQ(m->npages, 32);
+	memset(p + n, 2, 100 * KiB - n);
+	resize_ok(p, 40 * KiB);  /* 10 pages */
+	ASSERT_EQ(m->npages, 32);
+	ASSERT_EQ(mb_purge(1), 15);
+	ASSERT_EQ(test_resident_pages(p, 10 * PAGE), 10);
+	ASSERT_EQ(test_resident_pages(p + 10 * PAGE, 22 * PAGE), 0);
+	for (size_t j = 0; j < 40 * KiB; j++)
+		ASSERT_EQ(p[j], 1);
+	resize_ok(p, 200 * KiB); /* 50 pages, past the block */
+	ASSERT_EQ(m->npages, 50);
+	ASSERT_EQ(B->pages_allocated, 50);
+	for (size_t j = 0; j < 40 * KiB; j++)
+		ASSERT_EQ(p[j], 1);
+	free_ok(p);
+	all_back();
+}
+
+struct waiter {
+	void *p;
+	int resize;
+	int done; /* atomic */
+};
+
+static void *free_or_resize(void *arg)
+{
+	struct waiter *w = arg;
+	if (w->resize)
+		ASSERT_EQ(mb_large_resize(w->p, record(w->p), 100 * KiB, "realloc"), 0);
+	else
+		mb_large_free(w->p, record(w->p));
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* While the purge hands a block's reserved pages back (its lock dropped
+ * for madvise), a free or a realloc of the block waits: its pages must
+ * not go to another request, nor to the object, meanwhile. */
+TEST(free_and_realloc_wait_for_a_tail_in_flight)
+{
+	heap();
+	for (int resize = 0; resize < 2; resize++) {
+		unsigned char *w = alloc_ok(128 * KiB, 0, MB_USERRCLM, 0);
+		memset(w, 0xee, 128 * KiB);
+		free_ok(w);
+		void *p = alloc_ok(64 * KiB + 8, 0, MB_USERRCLM, 0);
+		struct mb_purge_batch bt;
+		mb_heap_lock();
+		mb_buddy_purge_take(B, UINT64_MAX, 1 << 20, &bt);
+		mb_heap_unlock();
+		ASSERT_EQ(record(p)->flags & MB_PGF_TAIL_BUSY, MB_PGF_TAIL_BUSY);
+		struct waiter wt = { p, resize, 0 };
+		pthread_t t;
+		ASSERT_EQ(pthread_create(&t, NULL, free_or_resize, &wt), 0);
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+		ASSERT_EQ(__atomic_load_n(&wt.done, __ATOMIC_ACQUIRE), 0);
+		ASSERT_EQ(record(p)->state, MB_PG_ALLOC);
+		ASSERT_EQ(mb_large_pages(record(p)), 17);
+		mb_buddy_purge_release(B, &bt);
+		mb_heap_lock();
+		mb_buddy_purge_done(B, &bt);
+		mb_heap_unlock();
+		ASSERT_EQ(pthread_join(t, NULL), 0);
+		ASSERT_EQ(wt.done, 1);
+		if (resize) {
+			ASSERT_EQ(mb_large_pages(record(p)), 25);
+			free_ok(p);
+		} else {
+			ASSERT_EQ(record(p)->kind, MB_KIND_NONE);
+		}
+		all_back();
+	}
+}
+
+/* Blocks spend the heap's room: once more than an eighth of its
+ * pageblocks are in use, an object is cut to its length. */
+TEST(no_blocks_in_a_heap_short_of_room)
+{
+	heap(); /* 16 pageblocks */
+	void *big[2];
+	for (int i = 0; i < 2; i++)
+		big[i] = alloc_ok(4 * MiB, 0, MB_USERRCLM, 0);
+	void *p = alloc_ok(64 * KiB + 8, 0, MB_USERRCLM, 0); /* the third pageblock */
+	ASSERT_EQ(record(p)->npages, 32);
+	void *q = alloc_ok(64 * KiB + 8, 0, MB_USERRCLM, 0);
+	ASSERT_EQ(record(q)->npages, 17);
+	ASSERT_EQ(mb_large_pages(record(q)), 17);
+	free_ok(q);
+	free_ok(p);
+	for (int i = 0; i < 2; i++)
+		free_ok(big[i]);
 	all_back();
 }
 
