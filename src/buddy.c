@@ -1307,13 +1307,25 @@ static void take_tails(struct mb_buddy *b, uint64_t idle_since, size_t budget, s
 			}
 			if (!(p->flags & MB_PGF_TAIL_BUSY) && tail_dirty(b, i, &first, &last)) {
 				uint64_t since = tail_stamp(b, p);
-				if (since > idle_since) {
+				if (mb_buddy_hp_keep(b, first)) {
+					/* In a huge page the purge keeps whole, as its
+					 * free pages are: looked at again when a block
+					 * next leaves dirty reserved pages. */
+					left = 1;
+				} else if (since > idle_since) {
 					left = 1;
 					oldest = since < oldest ? since : oldest;
 				} else if (bt->n == MB_PURGE_RANGES || bt->pages >= budget) {
 					left = 1;
 					complete = 0;
 				} else {
+					size_t u = first >> MB_HP_SHIFT;
+					if (b->nunits && (b->hp_flags[u] & MB_HPF_HUGE)) {
+						/* Sparse: the huge page goes, as take_freed
+						 * lets it go. */
+						b->hp_flags[u] &= (uint8_t)~MB_HPF_HUGE;
+						b->count.hp_demoted++;
+					}
 					batch_add(bt, first, last + 1 - first, 0);
 					bt->r[bt->n - 1].head = i;
 					bt->r[bt->n - 1].tail = 1;

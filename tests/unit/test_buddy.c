@@ -591,6 +591,46 @@ TEST(block_tail_goes_back_with_the_purge)
 	whole_again_and_gone(&B);
 }
 
+/* A block's dirty reserved pages in a huge page the purge keeps whole
+ * stay, as the free pages of such a unit do; in a huge unit fallen
+ * sparse, they go, and the huge page with them. */
+TEST(block_tail_in_a_huge_unit)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
+	int zeroed;
+	long w = alloc_ok(&B, 32, MB_KERNRCLM);
+	memset(mb_buddy_page_addr(&B, (size_t)w), 0x77, 32 * MB_PAGE_SIZE);
+	free_ok(&B, w);
+	long a = mb_buddy_alloc_block(&B, 20, MB_KERNRCLM, &zeroed);
+	ASSERT_EQ(a, w);
+	size_t u = ((size_t)a + 20) >> MB_HP_SHIFT;
+	B.hp_on = 1;
+	B.hp_flags[u] |= MB_HPF_HUGE;
+	B.hp_demote = 16; /* 20 pages in use: dense */
+	B.clock = 1000;
+	struct mb_purge_batch bt;
+	mb_buddy_purge_take(&B, 1000, 100000, &bt);
+	for (unsigned k = 0; k < bt.n; k++)
+		ASSERT_EQ(bt.r[k].tail, 0);
+	mb_buddy_purge_release(&B, &bt);
+	mb_buddy_purge_done(&B, &bt);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);
+	ASSERT_EQ(B.nr_tails, 1);
+	/* Sparse now: taken, and the unit is no longer huge. */
+	B.hp_demote = 64;
+	uint64_t demoted = B.count.hp_demoted;
+	mb_buddy_block_use(&B, (size_t)a, 20); /* a block noted again */
+	ASSERT_EQ(mb_buddy_purge(&B, 1000, 100000), 12);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.hp_flags[u] & MB_HPF_HUGE, 0);
+	ASSERT_EQ(B.count.hp_demoted, demoted + 1);
+	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, 0);
+	B.hp_on = 0;
+	free_ok(&B, a);
+	whole_again_and_gone(&B);
+}
+
 /* Grown past its block, every page of a block allocation is in use;
  * shrunk below what it used, it is an allocation like any. */
 TEST(block_resized)
