@@ -476,6 +476,27 @@ TEST(block_keeps_its_tail)
 	whole_again_and_gone(&B);
 }
 
+/* A block of `used` pages (of 32) where an object of 32 pages was written
+ * and freed: its reserved pages are dirty. */
+static long block_on_written_pages(size_t used, int *zeroed)
+{
+	long w = alloc_ok(&B, 32, MB_KERNRCLM);
+	memset(mb_buddy_page_addr(&B, (size_t)w), 0x77, 32 * MB_PAGE_SIZE);
+	free_ok(&B, w);
+	long a = mb_buddy_alloc_block(&B, used, MB_KERNRCLM, zeroed);
+	ASSERT_EQ(a, w);
+	ASSERT_BUDDY(&B);
+	return a;
+}
+
+/* The rest of a purge batch: released, put back. */
+static void finish_batch(struct mb_purge_batch *bt)
+{
+	mb_buddy_purge_release(&B, bt);
+	mb_buddy_purge_done(&B, bt);
+	ASSERT_BUDDY(&B);
+}
+
 /* Reserved pages that an earlier user wrote stay, and go back with the
  * purge once the block has kept them for the decay: taken as a range of
  * their own (the block busy meanwhile), released, clean, the block's
@@ -485,16 +506,8 @@ TEST(block_tail_goes_back_with_the_purge)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
 	int zeroed;
-	B.clock = 100;
-	long w = alloc_ok(&B, 32, MB_KERNRCLM);
-	memset(mb_buddy_page_addr(&B, (size_t)w), 0x77, 32 * MB_PAGE_SIZE);
-	free_ok(&B, w);
-	/* The free queued the pageblock; the purge of free pages would take
-	 * the block's pages first: they are the block's now. */
 	B.clock = 200;
-	long a = mb_buddy_alloc_block(&B, 20, MB_KERNRCLM, &zeroed);
-	ASSERT_EQ(a, w);
-	ASSERT_BUDDY(&B);
+	long a = block_on_written_pages(20, &zeroed);
 	ASSERT_EQ(zeroed, 0);
 	ASSERT_EQ(B.nr_tails, 1);
 	ASSERT_EQ(B.tails_oldest, 200);
@@ -507,9 +520,7 @@ TEST(block_tail_goes_back_with_the_purge)
 	mb_buddy_purge_take(&B, 199, 100000, &bt);
 	for (unsigned k = 0; k < bt.n; k++)
 		ASSERT_EQ(bt.r[k].tail, 0);
-	mb_buddy_purge_release(&B, &bt);
-	mb_buddy_purge_done(&B, &bt);
-	ASSERT_BUDDY(&B);
+	finish_batch(&bt);
 	ASSERT_EQ(B.nr_tails, 1);
 	/* Refused by the kernel: dirty still, and noted again. */
 	mb_os_inject_fault(MB_FAULT_RELEASE, 0, 1);
@@ -521,28 +532,20 @@ TEST(block_tail_goes_back_with_the_purge)
 	ASSERT_EQ(bt.r[0].npages, 12);
 	ASSERT_EQ(B.pages[a].flags & MB_PGF_TAIL_BUSY, MB_PGF_TAIL_BUSY);
 	ASSERT_BUDDY(&B);
-	mb_buddy_purge_release(&B, &bt);
-	mb_buddy_purge_done(&B, &bt);
-	ASSERT_BUDDY(&B);
+	finish_batch(&bt);
 	ASSERT_EQ(B.pages[a].flags & MB_PGF_TAIL_BUSY, 0);
 	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);
 	ASSERT_EQ(B.nr_tails, 1);
 	ASSERT_EQ(B.tails_oldest, 250); /* a decay from now */
 	/* A younger block's tail waits while the older one's is due. */
-	long w2 = alloc_ok(&B, 32, MB_KERNRCLM);
-	memset(mb_buddy_page_addr(&B, (size_t)w2), 0x79, 32 * MB_PAGE_SIZE);
-	free_ok(&B, w2);
 	B.clock = 300;
-	long a2 = mb_buddy_alloc_block(&B, 20, MB_KERNRCLM, &zeroed);
-	ASSERT_EQ(a2, w2);
+	long a2 = block_on_written_pages(20, &zeroed);
 	ASSERT_EQ(B.tails_oldest, 250);
 	B.clock = 400;
 	ASSERT_EQ(mb_buddy_purge_take(&B, 299, 100000, &bt), 12);
 	ASSERT_EQ(bt.n, 1);
 	ASSERT_EQ(bt.r[0].head, (size_t)a);
-	mb_buddy_purge_release(&B, &bt);
-	mb_buddy_purge_done(&B, &bt);
-	ASSERT_BUDDY(&B);
+	finish_batch(&bt);
 	ASSERT_EQ(B.nr_tails, 1);
 	ASSERT_EQ(B.tails_oldest, 300);
 	/* a's are clean, not resident, the block's still; freed, a2 leaves
@@ -598,11 +601,7 @@ TEST(block_tail_in_a_huge_unit)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
 	int zeroed;
-	long w = alloc_ok(&B, 32, MB_KERNRCLM);
-	memset(mb_buddy_page_addr(&B, (size_t)w), 0x77, 32 * MB_PAGE_SIZE);
-	free_ok(&B, w);
-	long a = mb_buddy_alloc_block(&B, 20, MB_KERNRCLM, &zeroed);
-	ASSERT_EQ(a, w);
+	long a = block_on_written_pages(20, &zeroed);
 	size_t u = ((size_t)a + 20) >> MB_HP_SHIFT;
 	B.hp_on = 1;
 	B.hp_flags[u] |= MB_HPF_HUGE;
@@ -612,9 +611,7 @@ TEST(block_tail_in_a_huge_unit)
 	mb_buddy_purge_take(&B, 1000, 100000, &bt);
 	for (unsigned k = 0; k < bt.n; k++)
 		ASSERT_EQ(bt.r[k].tail, 0);
-	mb_buddy_purge_release(&B, &bt);
-	mb_buddy_purge_done(&B, &bt);
-	ASSERT_BUDDY(&B);
+	finish_batch(&bt);
 	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);
 	ASSERT_EQ(B.nr_tails, 1);
 	/* Sparse now: taken, and the unit is no longer huge. */
