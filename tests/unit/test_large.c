@@ -4,11 +4,13 @@
  * and the counters that describe an object, alignment up to beyond a
  * pageblock, zeroed memory whatever the pages held before, resizing in
  * place (growing into free pages and whole pageblocks, refusing when the
- * next pages are taken, shrinking), the heap's limits, the cached runs of
- * the thread caches and the run cache that keeps them (runcache.c), and
- * frees of what is not a live object. The buddy
- * checker runs after every operation; every test ends with the heap's
- * pageblocks all back in the global pool. */
+ * next pages are taken, shrinking), objects that keep the whole block of
+ * the next power of two (their reserved pages, the purge's release of
+ * them, a free or realloc waiting for it, a heap short of room), the
+ * heap's limits, the cached runs of the thread caches and the run cache
+ * that keeps them (runcache.c), and frees of what is not a live object.
+ * The buddy checker runs after every operation; every test ends with the
+ * heap's pageblocks all back in the global pool. */
 #include "config.h"
 #include "harness.h"
 #include "large.h"
