@@ -270,7 +270,10 @@ def report(res, progs, names, reps, out):
              "(a measurement averages a batch of back-to-back runs); peak RSS: the largest process of one run "
              "(wait4), KiB." % reps, ""]
     timed = [p for p in progs if progs[p][3] == "time" and p in res]
-    checks = [p for p in progs if progs[p][3] == "check" and p in res]
+    # The check rows compare libmbuddy-check with libmbuddy: only when both
+    # were asked for (--allocators may name fewer).
+    checks = [p for p in progs if progs[p][3] == "check" and p in res
+              and {"libmbuddy", "libmbuddy-check"} <= set(names)]
     cols = columns_for("time", names)
     med = {p: {a: {k: median([r[k] if r else None for r in res[p].get(a, [])]) for k in ("sec", "rss_kib")}
                for a in names} for p in res}
@@ -279,7 +282,7 @@ def report(res, progs, names, reps, out):
         """One table over the timed programs: cell(value, glibc's value)."""
         lines.extend([title, "", "| program | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"])
         for p in timed:
-            g = med[p]["glibc"][key]
+            g = med[p]["glibc"][key] if "glibc" in med[p] else None
             cells = ["failed" if med[p][a][key] is None and res[p].get(a) else "-" if med[p][a][key] is None
                      else cell(med[p][a][key], g) for a in cols]
             lines.append("| %s | %s |" % (p, " | ".join(cells)))
@@ -308,15 +311,17 @@ def report(res, progs, names, reps, out):
             "%.2fx" % limit if isinstance(limit, float) else "+%d KiB" % limit), "ok" if ok else "**MISS**"))
 
     for p in TIMED_TARGETS:
-        if p not in med:
+        if p not in med or "glibc" not in names:
             continue
         g = med[p]["glibc"]["sec"]
         for a in ("libmbuddy", "libmbuddy-report"):
+            if a not in names:
+                continue
             s = med[p][a]["sec"]
             r = s / g if s and g else None
             target("%s: %s time over glibc" % (p, a), r, TIME_TARGET, "%.2fx" % r if r else "failed")
     for p in timed:
-        if p == "cmake-config":
+        if p == "cmake-config" or not {"glibc", "libmbuddy"} <= set(names):
             continue
         g, m = med[p]["glibc"]["rss_kib"], med[p]["libmbuddy"]["rss_kib"]
         d = m - g if m and g else None
