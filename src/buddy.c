@@ -984,8 +984,9 @@ static int tail_dirty(const struct mb_buddy *b, size_t idx, size_t *first, size_
 	return *first != SIZE_MAX;
 }
 
-/* Of block allocation idx, the pages below `used` in use, marked dirty
- * (the caller writes them), and the rest reserved, as they are. */
+/* Of block allocation idx, the pages below `used` in use, and the rest
+ * reserved, as they are. Pages that come into use are marked dirty (the
+ * caller writes them); those in use already were, when they were claimed. */
 static void block_use(struct mb_buddy *b, size_t idx, size_t used)
 {
 	struct mb_page *h = &b->pages[idx];
@@ -995,7 +996,7 @@ static void block_use(struct mb_buddy *b, size_t idx, size_t used)
 			   used < was ? -1 : +1);
 	h->used = used < h->npages ? (uint32_t)used : 0;
 	size_t clean = 0;
-	for (size_t i = idx; i < idx + used; i++) {
+	for (size_t i = idx + was; i < idx + used; i++) {
 		clean += !(b->pages[i].flags & MB_PGF_DIRTY);
 		b->pages[i].flags |= MB_PGF_DIRTY;
 	}

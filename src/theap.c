@@ -321,8 +321,7 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 {
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
-	if (((w->free | w->cached | __atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED)) & bit) ||
-	    mb_theap_is_hot(h, s, p))
+	if (mb_slab_is_free(s, i) || mb_theap_is_hot(h, s, p))
 		mb_fatal_pointer("free", "double free detected", p);
 	/* A sample: the caller told classification (alloc.c). */
 	if (w->sampled & bit)
