@@ -642,22 +642,33 @@ static unsigned order_for(size_t npages)
 /* How many list entries per order take_resident_range() looks at. */
 #define RANGE_SCAN 16
 
+/* Whether pageblock pb is the home of a user other than who. */
+static int others_home(const struct mb_buddy *b, size_t pb, int who)
+{
+	for (int h = 0; h < MB_BUDDY_HOMES; h++)
+		if (h != who && b->home[h] == (long)pb)
+			return 1;
+	return 0;
+}
+
 /* npages free pages in a row, npages not a power of two, starting with a
  * resident block of type t's lists: a block of one or two orders below
  * the request's, then the free blocks that follow it in its pageblock.
  * A buddy would take an aligned block of the next power of two, often
  * clean while the memory a similar request just freed lies in pieces
  * that no aligned block covers (a 272 KiB buffer freed as 256 + 16 KiB,
- * its neighbour since taken). *end: the end of the last block taken off
+ * its neighbour since taken). A row in the home of a user other than who
+ * (-1: no user) is not taken. *end: the end of the last block taken off
  * the lists, past the request; -1 if there is no such row. */
-static long take_resident_range(struct mb_buddy *b, size_t npages, size_t align, int t, size_t *end)
+static long take_resident_range(struct mb_buddy *b, size_t npages, size_t align, int t, int who, size_t *end)
 {
 	unsigned order = order_for(npages);
 	for (unsigned o = order - 1; o + 3 > order; o--) {
 		struct mb_free_area *a = &b->free_area[t][o];
 		uint32_t idx = a->head;
 		for (int k = 0; k < RANGE_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
-			if (!(b->pages[idx].flags & MB_PGF_DIRTY) || (idx & (align - 1)))
+			if (!(b->pages[idx].flags & MB_PGF_DIRTY) || (idx & (align - 1)) ||
+			    (who >= 0 && others_home(b, (size_t)idx >> b->pb_order, who)))
 				continue;
 			size_t pb_end = (((size_t)idx >> b->pb_order) + 1) << b->pb_order;
 			size_t j = (size_t)idx + ((size_t)1 << o);
@@ -689,7 +700,7 @@ static long take_from(struct mb_buddy *b, size_t npages, size_t align, unsigned 
 		      size_t *end)
 {
 	if (npages & (npages - 1)) {
-		long idx = take_resident_range(b, npages, align, t, end);
+		long idx = take_resident_range(b, npages, align, t, -1, end);
 		if (idx >= 0) {
 			if (t != type)
 				b->count.fallbacks[type]++;
@@ -845,18 +856,20 @@ static long take_in_home(struct mb_buddy *b, int who, unsigned order, int type)
 	return take_block(b, &b->free_area[type][o], (uint32_t)idx, order, o, type);
 }
 
-static int others_home(const struct mb_buddy *b, size_t pb, int who)
+/* User who's block outside every other user's home: a home user's when its
+ * home is full (mb_buddy_alloc_home()), a sharing user's always
+ * (mb_buddy_alloc_shared()). As rmqueue takes it, resident memory first:
+ * a row of resident blocks for npages not a power of two, else the
+ * smallest order's first blocks (those freed last); then a whole pageblock
+ * from the global pool, and only then anything rmqueue finds. *end as
+ * rmqueue sets it. */
+static long rmqueue_home(struct mb_buddy *b, size_t npages, unsigned order, int type, int who, size_t *end)
 {
-	for (int h = 0; h < MB_BUDDY_HOMES; h++)
-		if (h != who && b->home[h] == (long)pb)
-			return 1;
-	return 0;
-}
-
-
-/* A home user's block when its home is full: see mb_buddy_alloc_home(). */
-static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
-{
+	if (npages & (npages - 1)) {
+		long idx = take_resident_range(b, npages, 1, type, who, end);
+		if (idx >= 0)
+			return idx;
+	}
 	for (unsigned o = order; o < b->pb_order; o++) {
 		struct mb_free_area *a = &b->free_area[type][o];
 		uint32_t idx = a->head;
@@ -866,16 +879,17 @@ static long rmqueue_home(struct mb_buddy *b, unsigned order, int type, int who)
 		}
 	}
 	long idx = take_global(b, order, type);
-	size_t end;
-	return idx >= 0 ? idx : rmqueue(b, (size_t)1 << order, 1, order, type, &end);
+	return idx >= 0 ? idx : rmqueue(b, npages, 1, order, type, end);
 }
 
 /* align: a power of two of pages, at most a pageblock's (runs of more
- * than a pageblock are aligned to one); who: a home user, or -1; used:
+ * than a pageblock are aligned to one); who: a user of homes, or -1;
+ * home_first: who fills its home before anything else
+ * (mb_buddy_alloc_home()), else it shares (mb_buddy_alloc_shared()); used:
  * the first pages the caller uses (npages but for a block, whose other
  * pages stay as they are: see mb_buddy_alloc_block()). */
-static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int who, int *zeroed,
-			size_t used)
+static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int who, int home_first,
+			int *zeroed, size_t used)
 {
 	int zero_dummy;
 	if (!zeroed)
@@ -895,9 +909,9 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 		if (who < 0) {
 			idx = rmqueue(b, npages, align, order, type, &end);
 		} else {
-			idx = b->home[who] >= 0 ? take_in_home(b, who, order, type) : -1;
+			idx = home_first && b->home[who] >= 0 ? take_in_home(b, who, order, type) : -1;
 			if (idx < 0)
-				idx = rmqueue_home(b, order, type, who);
+				idx = rmqueue_home(b, npages, order, type, who, &end);
 			if (idx >= 0)
 				b->home[who] = idx >> b->pb_order;
 		}
@@ -931,22 +945,29 @@ static long alloc_pages(struct mb_buddy *b, size_t npages, size_t align, enum mb
 
 long mb_buddy_alloc(struct mb_buddy *b, size_t npages, enum mb_type type, int *zeroed)
 {
-	long idx = alloc_pages(b, npages, 1, type, -1, zeroed, npages);
+	long idx = alloc_pages(b, npages, 1, type, -1, 0, zeroed, npages);
 	debug_check(b, "mb_buddy_alloc");
 	return idx;
 }
 
 long mb_buddy_alloc_aligned(struct mb_buddy *b, size_t npages, size_t align, enum mb_type type, int *zeroed)
 {
-	long idx = alloc_pages(b, npages, align, type, -1, zeroed, npages);
+	long idx = alloc_pages(b, npages, align, type, -1, 0, zeroed, npages);
 	debug_check(b, "mb_buddy_alloc_aligned");
 	return idx;
 }
 
 long mb_buddy_alloc_home(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed)
 {
-	long idx = alloc_pages(b, npages, 1, type, who, zeroed, npages);
+	long idx = alloc_pages(b, npages, 1, type, who, 1, zeroed, npages);
 	debug_check(b, "mb_buddy_alloc_home");
+	return idx;
+}
+
+long mb_buddy_alloc_shared(struct mb_buddy *b, size_t npages, enum mb_type type, int who, int *zeroed)
+{
+	long idx = alloc_pages(b, npages, 1, type, who, 0, zeroed, npages);
+	debug_check(b, "mb_buddy_alloc_shared");
 	return idx;
 }
 
@@ -1011,7 +1032,7 @@ long mb_buddy_alloc_block(struct mb_buddy *b, size_t npages, enum mb_type type, 
 	size_t block = (size_t)1 << order_for(npages);
 	if (npages == 0 || block > b->pb_pages)
 		return -1;
-	long idx = alloc_pages(b, block, 1, type, -1, zeroed, npages);
+	long idx = alloc_pages(b, block, 1, type, -1, 0, zeroed, npages);
 	if (idx >= 0)
 		block_use(b, (size_t)idx, npages);
 	debug_check(b, "mb_buddy_alloc_block");

@@ -35,8 +35,8 @@ enum mb_type {
  * libunwind, in the classifier's slow path and the library's own
  * threads): slabs of their own, away from the program's objects, where
  * an overflow of one of theirs would reach libunwind; of the default
- * type, in the default key's home pageblock (slab.c), so that these few
- * KiB do not hold a pageblock of their own. */
+ * type, in the default key's pageblocks (slab.c), so that these few KiB
+ * do not hold a pageblock of their own. */
 #define MB_OWN_KEY (MB_NKEYS - 1)
 #define MB_KEY_MASK 0xf
 extern uint8_t mb_lane_type[MB_NKEYS];

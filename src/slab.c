@@ -82,14 +82,19 @@ struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 	const struct mb_class_info *ci = &mb_classes[c];
 	size_t bytes = descriptor_bytes(ci->nobj);
 	mb_heap_lock();
-	/* Each key's slabs fill a home pageblock of their own at a time
-	 * (buddy.h): what a key frees leaves pageblocks whole. The own key's
-	 * few slabs share the default key's home: with one of their own,
-	 * libunwind's few KiB held a pageblock, in a capped heap one its
-	 * high-order allocations lacked (a third of them lost in one of the
-	 * sweep's configurations, 101 of 160 against 133). */
-	int home = key == MB_OWN_KEY ? MB_DEFAULT_TYPE : key;
-	long idx = mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), home, NULL);
+	/* A lane's slabs (the sites set apart) fill a home pageblock of
+	 * their own at a time (buddy.h): what a lane frees leaves pageblocks
+	 * whole. The keys of the types share their type's pageblocks, resident
+	 * memory first, outside the lanes' homes: their objects are the rest
+	 * of the program, whose frees leave the holes their next slabs fill.
+	 * The own key's few slabs go with the default key's: with a home of
+	 * their own, libunwind's few KiB held a pageblock, in a capped heap
+	 * one its high-order allocations lacked (a third of them lost in one
+	 * of the sweep's configurations, 101 of 160 against 133). */
+	int who = key == MB_OWN_KEY ? MB_DEFAULT_TYPE : key;
+	long idx = key >= MB_FIRST_LANE && key != MB_OWN_KEY
+			   ? mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), who, NULL)
+			   : mb_buddy_alloc_shared(b, ci->slab_pages, mb_key_type(key), who, NULL);
 	if (idx < 0) {
 		mb_heap_unlock();
 		return NULL;

@@ -210,6 +210,92 @@ TEST(home_block_found_deep_in_the_lists)
 	whole_again_and_gone(&B);
 }
 
+/* A user that shares its type's pageblocks takes the pages a plain user
+ * freed last, resident, before the clean remainder of the pageblock it
+ * took from the pool: a home user would carve that remainder first. The
+ * pageblock it took from becomes its home. */
+TEST(shared_user_takes_resident_memory_first)
+{
+	test_buddy_new(&B, 8, 8); /* pageblocks of 128 pages */
+	long plain[128];
+	for (int i = 0; i < 128; i++)
+		plain[i] = alloc_ok(&B, 1, MB_KERNRCLM);
+	size_t q = (size_t)plain[0] >> B.pb_order;
+	int zeroed = -1;
+	long first = mb_buddy_alloc_shared(&B, 1, MB_KERNRCLM, 0, &zeroed);
+	ASSERT_BUDDY(&B);
+	size_t p = (size_t)first >> B.pb_order;
+	ASSERT_NE(p, q);
+	ASSERT_EQ(zeroed, 1);
+	ASSERT_EQ(B.home[0], (long)p);
+	/* Every other page of the plain user's pageblock freed (no two of
+	 * them buddies): dirty single pages, while the shared user's
+	 * pageblock has 127 clean ones. */
+	for (int i = 0; i < 128; i += 2)
+		free_ok(&B, plain[i]);
+	long next = mb_buddy_alloc_shared(&B, 1, MB_KERNRCLM, 0, &zeroed);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ((size_t)next >> B.pb_order, q);
+	ASSERT_EQ(zeroed, 0);
+	ASSERT_EQ(B.home[0], (long)q);
+	/* A row of resident blocks for a request that is not a power of two:
+	 * pages 8-9 (one block once merged) and 10, not a clean block of 4. */
+	free_ok(&B, plain[9]);
+	long row = mb_buddy_alloc_shared(&B, 3, MB_KERNRCLM, 0, &zeroed);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(row, plain[8]);
+	ASSERT_EQ(zeroed, 0);
+	free_ok(&B, row);
+	free_ok(&B, next);
+	free_ok(&B, first);
+	for (int i = 1; i < 128; i += 2)
+		if (i != 9)
+			free_ok(&B, plain[i]);
+	whole_again_and_gone(&B);
+}
+
+/* A shared user never takes memory in another user's home, neither a
+ * block nor a row, even when that is all the resident memory there is:
+ * a fresh pageblock rather than a lane's holes. */
+TEST(shared_user_keeps_out_of_other_homes)
+{
+	test_buddy_new(&B, 8, 8);
+	long lane[128];
+	for (int i = 0; i < 128; i++) {
+		lane[i] = mb_buddy_alloc_home(&B, 1, MB_KERNRCLM, 5, NULL);
+		ASSERT_GE(lane[i], 0);
+	}
+	ASSERT_BUDDY(&B);
+	size_t h = (size_t)lane[0] >> B.pb_order;
+	ASSERT_EQ(B.home[5], (long)h);
+	/* Holes in the lane's home: a row (pages 4-5 merged, then 6) and a
+	 * single page (10). */
+	free_ok(&B, lane[4]);
+	free_ok(&B, lane[5]);
+	free_ok(&B, lane[6]);
+	free_ok(&B, lane[10]);
+	long one = mb_buddy_alloc_shared(&B, 1, MB_KERNRCLM, 0, NULL);
+	ASSERT_BUDDY(&B);
+	ASSERT_GE(one, 0);
+	ASSERT_NE((size_t)one >> B.pb_order, h);
+	long three = mb_buddy_alloc_shared(&B, 3, MB_KERNRCLM, 0, NULL);
+	ASSERT_BUDDY(&B);
+	ASSERT_GE(three, 0);
+	ASSERT_NE((size_t)three >> B.pb_order, h);
+	ASSERT_EQ(B.home[5], (long)h);
+	/* The lane takes its own holes back. */
+	long back = mb_buddy_alloc_home(&B, 1, MB_KERNRCLM, 5, NULL);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ((size_t)back >> B.pb_order, h);
+	free_ok(&B, back);
+	free_ok(&B, one);
+	free_ok(&B, three);
+	for (int i = 0; i < 128; i++)
+		if (i != 4 && i != 5 && i != 6 && i != 10)
+			free_ok(&B, lane[i]);
+	whole_again_and_gone(&B);
+}
+
 /* Take single pages of type from its own lists until they are empty. */
 static void fill_own_lists(struct mb_buddy *b, int type, long *held, int *nheld)
 {

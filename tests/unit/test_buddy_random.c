@@ -146,14 +146,18 @@ static unsigned long run(unsigned max_order, size_t npb, unsigned long ops)
 			int type = (int)(rnd() % 3);
 			int zeroed;
 			/* Half the allocations go through homes (of any user,
-			 * whatever its type was before). */
+			 * whatever its type was before), half of those as a
+			 * user that shares its type's pageblocks. */
 			int who = (int)(rnd() % (2 * MB_BUDDY_HOMES)) - MB_BUDDY_HOMES;
+			int shared = rnd() % 2;
 			size_t block = 1;
 			while (block < n)
 				block *= 2;
 			int as_block = block != n && block <= b.pb_pages && rnd() % 4 == 0;
 			long idx = as_block ? mb_buddy_alloc_block(&b, n, type, &zeroed)
-					    : mb_buddy_alloc_home(&b, n, type, who < 0 ? -1 : who, &zeroed);
+					    : who < 0 ? mb_buddy_alloc(&b, n, type, &zeroed)
+					    : shared  ? mb_buddy_alloc_shared(&b, n, type, who, &zeroed)
+						      : mb_buddy_alloc_home(&b, n, type, who, &zeroed);
 			if (idx < 0) {
 				fails++;
 			} else {

@@ -239,6 +239,84 @@ TEST(own_key_slabs_share_the_default_home)
 	all_back();
 }
 
+/* The keys of the types share their type's pageblocks: a new slab of the
+ * default key takes the one-page hole freed last in another pageblock,
+ * resident, rather than the clean pages its current pageblock still has
+ * (buddy.h: mb_buddy_alloc_shared). A lane fills a home of its own first,
+ * clean pages and all, and keeps out of the default key's pageblock, as
+ * the default key keeps out of a lane's. */
+TEST(type_keys_take_resident_holes_lanes_keep_homes)
+{
+	heap();
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	unsigned c = 0;
+	ASSERT_EQ(mb_classes[c].slab_pages, 1);
+	unsigned nobj = mb_classes[c].nobj;
+	/* Two pageblocks of single pages, taken as large objects are. */
+	size_t n = 2 * B->pb_pages;
+	long *plain = malloc(n * sizeof *plain);
+	ASSERT_NE(plain, NULL);
+	mb_heap_lock();
+	for (size_t i = 0; i < n; i++) {
+		plain[i] = mb_buddy_alloc(B, 1, MB_DEFAULT_TYPE, NULL);
+		ASSERT_GE(plain[i], 0);
+	}
+	mb_heap_unlock();
+	size_t q = (size_t)plain[0] >> B->pb_order, r = (size_t)plain[n - 1] >> B->pb_order;
+	ASSERT_NE(q, r);
+	/* The default key's first slab: a fresh pageblock, whose other pages
+	 * stay free and clean. */
+	void **v = malloc(2 * (nobj + 1) * sizeof *v);
+	ASSERT_NE(v, NULL);
+	v[0] = take(h, MB_DEFAULT_TYPE, c);
+	size_t p = mb_buddy_page_index(B, v[0]) >> B->pb_order;
+	ASSERT_NE(p, q);
+	ASSERT_NE(p, r);
+	/* Holes in the first plain pageblock, none of them buddies: the next
+	 * slab takes the one freed last. */
+	mb_heap_lock();
+	for (size_t i = 1; i < 6; i += 2)
+		mb_buddy_free(B, (size_t)plain[i]);
+	mb_heap_unlock();
+	ASSERT_BUDDY(B);
+	for (unsigned i = 1; i <= nobj; i++)
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+	ASSERT_EQ(mb_buddy_page_index(B, v[nobj]), (size_t)plain[5]);
+	ASSERT_EQ(B->home[MB_DEFAULT_TYPE], (long)q);
+	/* A lane's first slab: not among the default key's holes. */
+	int lane = MB_FIRST_LANE;
+	ASSERT_EQ(mb_key_type(lane), MB_DEFAULT_TYPE);
+	void **w = v + nobj + 1;
+	w[0] = take(h, lane, c);
+	size_t home = mb_buddy_page_index(B, w[0]) >> B->pb_order;
+	ASSERT_NE(home, q);
+	ASSERT_EQ(B->home[lane], (long)home);
+	/* With a hole freed in the second plain pageblock, no one's home, the
+	 * lane's next slab still comes from its home. */
+	mb_heap_lock();
+	mb_buddy_free(B, (size_t)plain[n - 2]);
+	mb_heap_unlock();
+	for (unsigned i = 1; i <= nobj; i++)
+		w[i] = take(h, lane, c);
+	ASSERT_EQ(mb_buddy_page_index(B, w[nobj]) >> B->pb_order, home);
+	ASSERT_BUDDY(B);
+	for (unsigned i = 0; i <= nobj; i++) {
+		give(h, v[i]);
+		give(h, w[i]);
+	}
+	mb_theap_give_back(h);
+	mb_heap_lock();
+	for (size_t i = 0; i < n; i++)
+		if (i != 1 && i != 3 && i != 5 && i != n - 2)
+			mb_buddy_free(B, (size_t)plain[i]);
+	mb_heap_unlock();
+	free(plain);
+	free(v);
+	mb_theap_destroy(h);
+	all_back();
+}
+
 /* Emptied slabs are kept for their class up to MB_THEAP_EMPTY_BYTES, the
  * rest go to the buddy at once; the kept ones serve the class's next slabs
  * before the buddy is asked for any; the sweep of the purge gives them
