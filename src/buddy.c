@@ -505,6 +505,8 @@ static void hp_forget(struct mb_buddy *b, size_t pb)
 		b->hp_flags[u] &= (uint8_t)~MB_HPF_HUGE;
 }
 
+static void tails_note_unit(struct mb_buddy *b, size_t u);
+
 size_t mb_buddy_hp_take(struct mb_buddy *b, size_t *units, size_t max)
 {
 	size_t n = 0, end = b->pb_high << (b->pb_order - MB_HP_SHIFT);
@@ -546,9 +548,12 @@ void mb_buddy_hp_done(struct mb_buddy *b, size_t u, int ok)
 	/* The collapse faulted the unit's free pages in: they are resident
 	 * now, zero still but to be handed back once the unit is sparse. */
 	b->pb_flags[pb] |= MB_PBF_DIRTY;
-	if (b->pb_flags[pb] & MB_PBF_RECORDS)
+	if (b->pb_flags[pb] & MB_PBF_RECORDS) {
 		for (size_t i = u << MB_HP_SHIFT; i < (u + 1) << MB_HP_SHIFT; i++)
 			b->pages[i].flags |= MB_PGF_DIRTY;
+		tails_note_unit(b, u);
+	}
+	debug_check(b, "mb_buddy_hp_done");
 }
 
 static void account_pages(struct mb_buddy *b, size_t idx, size_t n, int sign)
@@ -986,6 +991,17 @@ static void tail_note(struct mb_buddy *b, size_t idx)
 		b->tails_oldest = b->clock;
 		oldest_update(b);
 	}
+}
+
+/* After unit u's collapse: the reserved pages of its blocks are resident
+ * too, and the purge must know (tail_note), to hand them back once the
+ * unit turns sparse. A block lies in one unit: it is aligned to its size,
+ * at most a unit's. */
+static void tails_note_unit(struct mb_buddy *b, size_t u)
+{
+	for (size_t i = u << MB_HP_SHIFT; i < (u + 1) << MB_HP_SHIFT; i += walk_len(b, i))
+		if (b->pages[i].state == MB_PG_ALLOC && b->pages[i].used)
+			tail_note(b, i);
 }
 
 /* The first and last dirty page among the reserved ones of block

@@ -716,6 +716,33 @@ TEST(block_tail_in_a_huge_unit)
 
 /* Grown past its block, every page of a block allocation is in use;
  * shrunk below what it used, it is an allocation like any. */
+/* A collapse faults in the whole 2 MiB unit, a block's clean reserved
+ * pages too: they are dirty from then on, and their pageblock is flagged
+ * for the purge, which looks at them once the unit turns sparse (the
+ * fuzzer found the flag missing). */
+TEST(collapse_notes_block_tails)
+{
+	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
+	int zeroed;
+	long a = mb_buddy_alloc_block(&B, 20, MB_USERRCLM, &zeroed);
+	ASSERT_GE(a, 0);
+	ASSERT_EQ(zeroed, 1);
+	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, 0);
+	ASSERT_EQ(B.nr_tails, 0);
+	size_t u = (size_t)a >> MB_HP_SHIFT, pb = (size_t)a >> B.pb_order;
+	B.clock = 500;
+	mb_buddy_hp_done(&B, u, 1);
+	ASSERT_BUDDY(&B);
+	ASSERT_EQ(B.hp_flags[u] & MB_HPF_HUGE, MB_HPF_HUGE);
+	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);
+	ASSERT_EQ(B.pb_flags[pb] & MB_PBF_TAILS, MB_PBF_TAILS);
+	ASSERT_EQ(B.nr_tails, 1);
+	ASSERT_EQ(B.tails_oldest, 500);
+	free_ok(&B, a);
+	ASSERT_EQ(B.nr_tails, 0);
+	whole_again_and_gone(&B);
+}
+
 TEST(block_resized)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
