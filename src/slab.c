@@ -92,7 +92,7 @@ struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 	 * one its high-order allocations lacked (a third of them lost in one
 	 * of the sweep's configurations, 101 of 160 against 133). */
 	int who = key == MB_OWN_KEY ? MB_DEFAULT_TYPE : key;
-	long idx = key >= MB_FIRST_LANE && key != MB_OWN_KEY
+	long idx = key >= MB_FIRST_LANE && key < MB_OWN_KEY
 			   ? mb_buddy_alloc_home(b, ci->slab_pages, mb_key_type(key), who, NULL)
 			   : mb_buddy_alloc_shared(b, ci->slab_pages, mb_key_type(key), who, NULL);
 	if (idx < 0) {
