@@ -153,7 +153,8 @@ static int start(void)
 	pthread_cond_init(&cond, &ca);
 	pthread_condattr_destroy(&ca);
 
-	return mb_own_thread_start(run, stack_bytes(), "mbuddy-purge");
+	static const struct mb_own_thread purge_thread = { run, "mbuddy-purge" };
+	return mb_own_thread_start(&purge_thread, stack_bytes());
 }
 
 /* A heap that has handed out this much is worth the thread as soon as it

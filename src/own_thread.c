@@ -7,11 +7,6 @@
 #include <pthread.h>
 #include <signal.h>
 
-union thread_fn {
-	void *arg;
-	void *(*fn)(void *);
-};
-
 /* What the library's own threads allocate (dlopen's records of libunwind,
  * in the loader) lives as long as the process: it takes the own key's
  * slabs (reclaim_type.h), away from the program's objects, where an
@@ -19,12 +14,13 @@ union thread_fn {
  * at its exit are adopted only by a thread allocating with that key. */
 static void *run(void *arg)
 {
-	union thread_fn u = { .arg = arg };
+	const struct mb_own_thread *t = arg;
 	mb_self.type_hint = MB_OWN_KEY;
-	return u.fn(NULL);
+	pthread_setname_np(pthread_self(), t->name);
+	return t->fn(NULL);
 }
 
-int mb_own_thread_start(void *(*fn)(void *), size_t stack_bytes, const char *name)
+int mb_own_thread_start(const struct mb_own_thread *t, size_t stack_bytes)
 {
 	pthread_attr_t a;
 	pthread_attr_init(&a);
@@ -35,12 +31,9 @@ int mb_own_thread_start(void *(*fn)(void *), size_t stack_bytes, const char *nam
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t t;
-	union thread_fn u = { .fn = fn };
-	int rc = pthread_create(&t, &a, run, u.arg);
+	pthread_t id;
+	int rc = pthread_create(&id, &a, run, (void *)t);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
-	if (rc == 0)
-		pthread_setname_np(t, name);
 	return rc;
 }

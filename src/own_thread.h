@@ -7,8 +7,19 @@
 
 #include <stddef.h>
 
-/* Start fn(NULL) in such a thread, with a stack of stack_bytes (0: the
- * default). 0, or pthread_create's error. */
-int mb_own_thread_start(void *(*fn)(void *), size_t stack_bytes, const char *name);
+/* What such a thread runs and its name: in static storage, since the
+ * thread reads it after its start returns. */
+struct mb_own_thread {
+	void *(*fn)(void *); /* called with NULL */
+	const char *name;    /* at most 15 characters */
+};
+
+/* Start t->fn(NULL) in such a thread, with a stack of stack_bytes (0:
+ * the default). The thread names itself before it runs t->fn: a detached
+ * thread may have exited by the time pthread_create returns, and naming
+ * it from outside then wrote into a thread descriptor glibc had already
+ * freed (threads_stress crashed in pthread_setname_np about once in 40
+ * runs on a loaded machine). 0, or pthread_create's error. */
+int mb_own_thread_start(const struct mb_own_thread *t, size_t stack_bytes);
 
 #endif

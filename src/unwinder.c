@@ -139,7 +139,8 @@ static void *loader(void *arg)
  * allocating (a library starting its worker) would wait forever. */
 static int start_loader(void)
 {
-	return mb_own_thread_start(loader, 0, "mbuddy-unwind");
+	static const struct mb_own_thread loader_thread = { loader, "mbuddy-unwind" };
+	return mb_own_thread_start(&loader_thread, 0);
 }
 
 int mb_unwinder_ready(const void *ra)

@@ -24,6 +24,7 @@ unit_tests = \
 	tests/unit/test_large \
 	tests/unit/test_purge \
 	tests/unit/test_background \
+	tests/unit/test_own_thread \
 	tests/unit/test_slab \
 	tests/unit/test_site \
 	tests/unit/test_huge \
@@ -68,6 +69,8 @@ tests_unit_test_purge_SOURCES = tests/unit/test_purge.c
 tests_unit_test_purge_LDADD = $(unit_ldadd)
 tests_unit_test_background_SOURCES = tests/unit/test_background.c
 tests_unit_test_background_LDADD = $(unit_ldadd)
+tests_unit_test_own_thread_SOURCES = tests/unit/test_own_thread.c
+tests_unit_test_own_thread_LDADD = $(unit_ldadd)
 tests_unit_test_slab_SOURCES = tests/unit/test_slab.c
 tests_unit_test_slab_LDADD = $(unit_ldadd)
 tests_unit_test_site_SOURCES = tests/unit/test_site.c
