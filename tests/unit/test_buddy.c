@@ -714,8 +714,6 @@ TEST(block_tail_in_a_huge_unit)
 	whole_again_and_gone(&B);
 }
 
-/* Grown past its block, every page of a block allocation is in use;
- * shrunk below what it used, it is an allocation like any. */
 /* A collapse faults in the whole 2 MiB unit, a block's clean reserved
  * pages too: they are dirty from then on, and their pageblock is flagged
  * for the purge, which looks at them once the unit turns sparse (the
@@ -743,6 +741,8 @@ TEST(collapse_notes_block_tails)
 	whole_again_and_gone(&B);
 }
 
+/* Grown past its block, every page of a block allocation is in use;
+ * shrunk below what it used, it is an allocation like any. */
 TEST(block_resized)
 {
 	test_buddy_new(&B, 2, MB_MAX_ORDER_DEFAULT);
