@@ -623,18 +623,36 @@ static long take_global(struct mb_buddy *b, unsigned order, int type)
 	return (long)idx;
 }
 
+/* How many list entries per order a home user looks at, for a block in
+ * its home or, failing that, outside the other homes. */
+#define HOME_SCAN 16
+
+/* Whether pageblock pb is the home of a user other than who. */
+static int others_home(const struct mb_buddy *b, size_t pb, int who)
+{
+	for (int h = 0; h < MB_BUDDY_HOMES; h++)
+		if (h != who && b->home[h] == (long)pb)
+			return 1;
+	return 0;
+}
+
 /* The first free block of order >= order on type t's lists, taken and
  * split for type `type` (its upper halves stay on t's lists: the pageblock
- * keeps its owner). -1 if t has none. */
-static long take_from_type(struct mb_buddy *b, unsigned order, int t, int type)
+ * keeps its owner); for a user of homes who (-1: none), the first of each
+ * order's first HOME_SCAN blocks that is not in another user's home. -1
+ * if there is none. */
+static long take_from_type(struct mb_buddy *b, unsigned order, int t, int type, int who)
 {
 	for (unsigned o = order; o < b->pb_order; o++) {
 		struct mb_free_area *a = &b->free_area[t][o];
-		if (a->head == MB_NIL)
-			continue;
-		if (t != type)
-			b->count.fallbacks[type]++;
-		return take_block(b, a, a->head, order, o, t);
+		uint32_t idx = a->head;
+		for (int k = 0; k < HOME_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
+			if (who >= 0 && others_home(b, idx >> b->pb_order, who))
+				continue;
+			if (t != type)
+				b->count.fallbacks[type]++;
+			return take_block(b, a, idx, order, o, t);
+		}
 	}
 	return -1;
 }
@@ -646,15 +664,6 @@ static unsigned order_for(size_t npages)
 
 /* How many list entries per order take_resident_range() looks at. */
 #define RANGE_SCAN 16
-
-/* Whether pageblock pb is the home of a user other than who. */
-static int others_home(const struct mb_buddy *b, size_t pb, int who)
-{
-	for (int h = 0; h < MB_BUDDY_HOMES; h++)
-		if (h != who && b->home[h] == (long)pb)
-			return 1;
-	return 0;
-}
 
 /* npages free pages in a row, npages not a power of two, starting with a
  * resident block of type t's lists: a block of one or two orders below
@@ -698,21 +707,22 @@ static long take_resident_range(struct mb_buddy *b, size_t npages, size_t align,
 	return -1;
 }
 
-/* From type t's lists, for a request of type `type`: a row of free blocks
- * that starts resident (take_resident_range) when npages is not a power
- * of two, else a block of the request's order. */
-static long take_from(struct mb_buddy *b, size_t npages, size_t align, unsigned order, int t, int type,
+/* From type t's lists, for a request of type `type` (by user who, -1:
+ * none, kept out of the other users' homes): a row of free blocks that
+ * starts resident (take_resident_range) when npages is not a power of
+ * two, else a block of the request's order. */
+static long take_from(struct mb_buddy *b, size_t npages, size_t align, unsigned order, int t, int type, int who,
 		      size_t *end)
 {
 	if (npages & (npages - 1)) {
-		long idx = take_resident_range(b, npages, align, t, -1, end);
+		long idx = take_resident_range(b, npages, align, t, who, end);
 		if (idx >= 0) {
 			if (t != type)
 				b->count.fallbacks[type]++;
 			return idx;
 		}
 	}
-	return take_from_type(b, order, t, type);
+	return take_from_type(b, order, t, type, who);
 }
 
 /* __rmqueue of the patch, with two changes that the generated workloads
@@ -732,14 +742,14 @@ static long take_from(struct mb_buddy *b, size_t npages, size_t align, unsigned 
  * *end instead. */
 static long rmqueue(struct mb_buddy *b, size_t npages, size_t align, unsigned order, int type, size_t *end)
 {
-	long idx = take_from(b, npages, align, order, type, type, end);
+	long idx = take_from(b, npages, align, order, type, type, -1, end);
 	if (idx >= 0)
 		return idx;
 	int borrow_first = type != MB_KERNNORCLM;
 	if (!borrow_first && (idx = take_global(b, order, type)) >= 0)
 		return idx;
 	for (int i = 1; i < MB_NTYPES; i++)
-		if ((idx = take_from(b, npages, align, order, mb_fallback_order[type][i], type, end)) >= 0)
+		if ((idx = take_from(b, npages, align, order, mb_fallback_order[type][i], type, -1, end)) >= 0)
 			return idx;
 	return borrow_first ? take_global(b, order, type) : -1;
 }
@@ -790,10 +800,6 @@ static long alloc_run(struct mb_buddy *b, size_t npages, int type, int *zeroed)
 	*zeroed = zero;
 	return (long)idx;
 }
-
-/* How many list entries per order a home user looks at, for a block in
- * its home or, failing that, outside the other homes. */
-#define HOME_SCAN 16
 
 /* For a walk over a pageblock's page records: how many pages the free
  * block, block being purged or allocation that page i heads covers; 1
@@ -870,20 +876,9 @@ static long take_in_home(struct mb_buddy *b, int who, unsigned order, int type)
  * rmqueue sets it. */
 static long rmqueue_home(struct mb_buddy *b, size_t npages, unsigned order, int type, int who, size_t *end)
 {
-	if (npages & (npages - 1)) {
-		long idx = take_resident_range(b, npages, 1, type, who, end);
-		if (idx >= 0)
-			return idx;
-	}
-	for (unsigned o = order; o < b->pb_order; o++) {
-		struct mb_free_area *a = &b->free_area[type][o];
-		uint32_t idx = a->head;
-		for (int k = 0; k < HOME_SCAN && idx != MB_NIL; k++, idx = b->pages[idx].next) {
-			if (!others_home(b, idx >> b->pb_order, who))
-				return take_block(b, a, idx, order, o, type);
-		}
-	}
-	long idx = take_global(b, order, type);
+	long idx = take_from(b, npages, 1, order, type, type, who, end);
+	if (idx < 0)
+		idx = take_global(b, order, type);
 	return idx >= 0 ? idx : rmqueue(b, npages, 1, order, type, end);
 }
 
