@@ -473,6 +473,23 @@ static void hp_mark(struct mb_buddy *b, size_t u)
 		__atomic_store_n(&b->hp_due, b->clock + b->hp_settle_ms, __ATOMIC_SEQ_CST);
 }
 
+static void hp_unwritten_clear(struct mb_buddy *b, size_t u)
+{
+	if (!(b->hp_flags[u] & MB_HPF_UNWRITTEN))
+		return;
+	b->hp_flags[u] &= (uint8_t)~MB_HPF_UNWRITTEN;
+	if (!--b->hp_nr_unwritten)
+		b->hp_recheck_at = UINT64_MAX;
+}
+
+/* When the huge pass is due next: a candidate's settle time, else the
+ * unwritten units' wait. */
+static void hp_due_update(struct mb_buddy *b)
+{
+	uint64_t due = b->hp_pending ? b->clock : b->hp_nr_unwritten ? b->hp_recheck_at : UINT64_MAX;
+	__atomic_store_n(&b->hp_due, due, __ATOMIC_SEQ_CST);
+}
+
 /* The pages allocated per unit; a unit that turns dense is marked. */
 static void hp_account(struct mb_buddy *b, size_t idx, size_t n, int sign)
 {
@@ -483,12 +500,18 @@ static void hp_account(struct mb_buddy *b, size_t idx, size_t n, int sign)
 		if (sign > 0) {
 			b->hp_used[u] = (uint16_t)(b->hp_used[u] + take);
 			if (b->hp_on && b->hp_used[u] >= b->hp_promote &&
-			    !(b->hp_flags[u] & (MB_HPF_HUGE | MB_HPF_CAND | MB_HPF_NOMORE)))
+			    !(b->hp_flags[u] & (MB_HPF_HUGE | MB_HPF_CAND | MB_HPF_NOMORE))) {
 				hp_mark(b, u);
+				/* The heap grows: the waits of unwritten
+				 * units start again from the shortest. */
+				b->hp_recheck_ms = b->hp_recheck_min_ms;
+			}
 		} else {
 			b->hp_used[u] = (uint16_t)(b->hp_used[u] - take);
-			if (!b->hp_used[u]) /* refusals are forgotten once it empties */
+			if (!b->hp_used[u]) { /* refusals are forgotten once it empties */
 				b->hp_flags[u] &= (uint8_t)~(MB_HPF_TRY1 | MB_HPF_NOMORE);
+				hp_unwritten_clear(b, u);
+			}
 		}
 		idx += take;
 		n -= take;
@@ -512,23 +535,45 @@ size_t mb_buddy_hp_take(struct mb_buddy *b, size_t *units, size_t max)
 	size_t n = 0, end = b->pb_high << (b->pb_order - MB_HP_SHIFT);
 	if (!b->nunits)
 		return 0;
+	if (b->hp_nr_unwritten && b->clock >= b->hp_recheck_at) {
+		for (size_t u = 0; u < end; u++)
+			if ((b->hp_flags[u] & (MB_HPF_UNWRITTEN | MB_HPF_CAND)) == MB_HPF_UNWRITTEN)
+				hp_mark(b, u);
+		b->hp_recheck_at = UINT64_MAX; /* set again if some still are */
+		b->hp_recheck_ms *= 2;
+		if (b->hp_recheck_ms > b->hp_recheck_min_ms * MB_HP_RECHECK_GROWTH)
+			b->hp_recheck_ms = b->hp_recheck_min_ms * MB_HP_RECHECK_GROWTH;
+	}
 	for (size_t u = 0; u < end && b->hp_pending && n < max; u++) {
 		if (!(b->hp_flags[u] & MB_HPF_CAND))
 			continue;
 		b->hp_flags[u] &= (uint8_t)~MB_HPF_CAND;
 		b->hp_pending--;
+		hp_unwritten_clear(b, u);
 		if (b->hp_used[u] >= b->hp_promote && !(b->hp_flags[u] & MB_HPF_HUGE))
 			units[n++] = u;
 	}
-	__atomic_store_n(&b->hp_due, b->hp_pending ? b->clock : UINT64_MAX, __ATOMIC_SEQ_CST);
+	hp_due_update(b);
 	return n;
 }
 
-void mb_buddy_hp_done(struct mb_buddy *b, size_t u, int ok)
+void mb_buddy_hp_done(struct mb_buddy *b, size_t u, enum mb_hp_result r)
 {
 	size_t pb = (u << MB_HP_SHIFT) >> b->pb_order;
+	if (r == MB_HP_UNWRITTEN) {
+		b->count.hp_unwritten++;
+		if (!b->hp_on || (b->hp_flags[u] & (MB_HPF_UNWRITTEN | MB_HPF_CAND | MB_HPF_HUGE)) ||
+		    b->hp_used[u] < b->hp_promote || mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL)
+			return; /* looked at again anyway, or no longer dense */
+		b->hp_flags[u] |= MB_HPF_UNWRITTEN;
+		b->hp_nr_unwritten++;
+		if (b->hp_recheck_at == UINT64_MAX)
+			b->hp_recheck_at = b->clock + b->hp_recheck_ms;
+		hp_due_update(b);
+		return;
+	}
 	b->count.hp_asked++;
-	if (!ok) {
+	if (r == MB_HP_REFUSED) {
 		b->count.hp_refused++;
 		if (b->hp_flags[u] & MB_HPF_TRY1) {
 			b->hp_flags[u] |= MB_HPF_NOMORE;
@@ -1566,6 +1611,7 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	b->hp_flags = (uint8_t *)m;
 	b->hp_due = UINT64_MAX;
 	b->hp_promote = b->hp_demote = UINT32_MAX;
+	b->hp_recheck_at = UINT64_MAX;
 
 	for (int t = 0; t < MB_NTYPES; t++)
 		for (unsigned o = 0; o < MB_MAX_ORDER_MAX; o++)

@@ -109,6 +109,7 @@ struct mb_buddy_counters {
 	uint64_t hp_refused;          /* of those, refused (EAGAIN, ENOMEM, EINVAL...) */
 	uint64_t hp_demoted;          /* huge units purged once they fell sparse */
 	uint64_t hp_kept_pages;       /* free pages a purge left in dense huge units */
+	uint64_t hp_unwritten;        /* dense units not collapsed: too few pages resident */
 };
 
 /* Huge pages. The kernel's transparent huge page covers 2 MiB, 512 of the
@@ -120,13 +121,23 @@ struct mb_buddy_counters {
  * hp_demote allocated pages (splitting a huge page to return a few 4 KiB
  * pages costs every other page its TLB reach); below, the unit is demoted
  * and its free pages go back as any others. A wholly free unit goes back
- * whole. Units exist only when a pageblock holds whole units. */
+ * whole. Units exist only when a pageblock holds whole units.
+ * A collapse makes every page of the unit resident: one whose pages were
+ * allocated but mostly not written (the untouched end of a large
+ * object or a new slab) is not collapsed while fewer than hp_resident of
+ * them are resident. It is looked at again after hp_recheck_min_ms, the
+ * wait doubling (up to MB_HP_RECHECK_GROWTH times) while no unit turns
+ * dense, so that a program filling a buffer slowly gets its huge pages and
+ * an idle one is not woken for nothing. */
+#define MB_HP_RECHECK_GROWTH 64
 #define MB_HP_SHIFT 9
 #define MB_HP_PAGES ((size_t)1 << MB_HP_SHIFT)
 #define MB_HPF_HUGE 0x1  /* collapsed: the kernel maps it with one huge page */
 #define MB_HPF_CAND 0x2  /* dense: waits for a collapse */
 #define MB_HPF_TRY1 0x4  /* one collapse was refused */
 #define MB_HPF_NOMORE 0x8 /* two were: no more until the unit empties */
+#define MB_HPF_UNWRITTEN 0x10 /* dense, but fewer than hp_resident of its pages
+			       * were resident: looked at again later */
 
 /* Users of mb_buddy_alloc_home() and mb_buddy_alloc_shared() (the slab
  * layer's keys). */
@@ -215,6 +226,11 @@ struct mb_buddy {
 			       * (clock + settle time), UINT64_MAX if none;
 			       * may be read without the lock */
 	uint64_t hp_settle_ms;
+	uint32_t hp_resident;       /* resident pages a collapse needs */
+	size_t hp_nr_unwritten;     /* units flagged MB_HPF_UNWRITTEN */
+	uint64_t hp_recheck_at;     /* when they are looked at again, UINT64_MAX if none */
+	uint64_t hp_recheck_ms;     /* the wait after that */
+	uint64_t hp_recheck_min_ms;
 
 	size_t meta_bytes; /* size of the metadata reservation */
 	void *meta_base;
@@ -396,12 +412,19 @@ static inline int mb_buddy_hp_keep(const struct mb_buddy *b, size_t idx)
 }
 
 /* Huge pages, under the lock: up to max candidates still dense, their
- * MB_HPF_CAND cleared, into units[] (those no longer dense are dropped).
- * Returns how many. */
+ * MB_HPF_CAND (and MB_HPF_UNWRITTEN) cleared, into units[] (those no
+ * longer dense are dropped); the unwritten units become candidates again
+ * first if their wait is over. Returns how many. */
 size_t mb_buddy_hp_take(struct mb_buddy *b, size_t *units, size_t max);
-/* The kernel's answer for unit u: ok, or refused (tried once more after
- * the settle time, then not until the unit empties). */
-void mb_buddy_hp_done(struct mb_buddy *b, size_t u, int ok);
+/* What became of unit u: collapsed; refused (tried once more after the
+ * settle time, then not until the unit empties); or unwritten (looked at
+ * again once the wait is over, or when the unit next takes pages). */
+enum mb_hp_result {
+	MB_HP_COLLAPSED,  /* the kernel built the huge page */
+	MB_HP_REFUSED,    /* it refused */
+	MB_HP_UNWRITTEN,  /* not asked: fewer than hp_resident pages resident */
+};
+void mb_buddy_hp_done(struct mb_buddy *b, size_t u, enum mb_hp_result r);
 
 /* Free-block counts for the kernel's fragmentation indices (see stats). */
 static inline uint64_t mb_buddy_nr_free(const struct mb_buddy *b, int type, unsigned order)

@@ -236,6 +236,13 @@ int mb_buddy_check(const struct mb_buddy *b, char *err, size_t len)
 					    pb, sum, b->pb_used[pb], reserved);
 		}
 	}
+	size_t unwritten = 0;
+	for (size_t u = 0; u < b->nunits; u++)
+		unwritten += (b->hp_flags[u] & MB_HPF_UNWRITTEN) != 0;
+	if (unwritten != b->hp_nr_unwritten || (unwritten && b->hp_recheck_at == UINT64_MAX &&
+						  b->hp_pending == 0))
+		return fail(err, len, "%zu units flagged unwritten, hp_nr_unwritten %zu, their look %s", unwritten,
+			    b->hp_nr_unwritten, b->hp_recheck_at == UINT64_MAX ? "never due" : "due");
 	size_t tails = 0;
 	for (size_t pb = 0; pb < b->nblocks; pb++)
 		tails += (b->pb_flags[pb] & MB_PBF_TAILS) != 0;

@@ -63,6 +63,8 @@ static void huge_setup(struct mb_buddy *b, void *base, size_t size)
 	b->hp_promote = MB_HP_PROMOTE;
 	b->hp_demote = MB_HP_DEMOTE;
 	b->hp_settle_ms = MB_HP_SETTLE_MS;
+	b->hp_resident = MB_HP_RESIDENT;
+	b->hp_recheck_min_ms = b->hp_recheck_ms = MB_HP_RECHECK_MS;
 	b->hp_on = 1;
 }
 

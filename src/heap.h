@@ -62,6 +62,13 @@ struct mb_heap {
 #define MB_HP_PROMOTE 480
 #define MB_HP_DEMOTE 384
 #define MB_HP_SETTLE_MS 50
+/* A candidate is collapsed only with this many of its pages resident: a
+ * collapse faults in the rest, memory the program allocated but never
+ * wrote (idle: 1.36x live 1.5 s after the drop with every dense unit
+ * collapsed, 1.32x with these only, 1.31x with no huge pages). Else it is
+ * looked at again MB_HP_RECHECK_MS later, and at doubling waits. */
+#define MB_HP_RESIDENT 500
+#define MB_HP_RECHECK_MS 1000
 /* A collapse due for this long starts the purge thread (background.c). */
 #define MB_HP_THREAD_MS 1000
 

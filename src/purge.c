@@ -137,11 +137,19 @@ static size_t huge_pass(size_t max)
 	clock_advance_locked(mb_now_ms());
 	size_t n = b->hp_on ? mb_buddy_hp_take(b, units, max) : 0;
 	mb_heap_unlock();
-	for (size_t k = 0; k < n; k++)
-		err[k] = mb_os_collapse(mb_buddy_page_addr(b, units[k] << MB_HP_SHIFT), MB_HP_PAGES << MB_PAGE_SHIFT);
+	for (size_t k = 0; k < n; k++) {
+		void *unit = mb_buddy_page_addr(b, units[k] << MB_HP_SHIFT);
+		/* Too few pages written: the collapse would fault the rest in. */
+		long resident = mb_os_resident_pages(unit, MB_HP_PAGES);
+		if (resident >= 0 && (size_t)resident < b->hp_resident)
+			err[k] = -1;
+		else
+			err[k] = mb_os_collapse(unit, MB_HP_PAGES << MB_PAGE_SHIFT);
+	}
 	mb_heap_lock();
 	for (size_t k = 0; k < n; k++) {
-		mb_buddy_hp_done(b, units[k], err[k] == 0);
+		mb_buddy_hp_done(b, units[k],
+				 err[k] == 0 ? MB_HP_COLLAPSED : err[k] < 0 ? MB_HP_UNWRITTEN : MB_HP_REFUSED);
 		/* Not supported here (an old kernel, a seccomp filter): no
 		 * unit will do better; stop asking. */
 		if (err[k] == EINVAL || err[k] == EPERM || err[k] == ENOSYS) {

@@ -235,6 +235,17 @@ int mb_os_collapse(void *p, size_t size)
 	return madvise(p, size, MADV_COLLAPSE) == 0 ? 0 : errno;
 }
 
+long mb_os_resident_pages(void *p, size_t npages)
+{
+	unsigned char vec[MB_OS_RESIDENT_MAX];
+	if (npages > MB_OS_RESIDENT_MAX || mb_os_page_size() != OS_PAGE || mincore(p, npages * OS_PAGE, vec) != 0)
+		return -1;
+	long n = 0;
+	for (size_t i = 0; i < npages; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
 void *mb_os_reserve_region(size_t want, size_t min, size_t align, size_t *got)
 {
 	for (size_t sz = want & ~(align - 1); sz >= min && sz >= align; sz = (sz / 2) & ~(align - 1)) {

@@ -64,6 +64,10 @@ int mb_os_hugepage(void *p, size_t size);
  * Returns 0, or the errno the kernel answered (EINVAL where it is not
  * supported, EAGAIN/ENOMEM where it could not now). */
 int mb_os_collapse(void *p, size_t size);
+/* How many of the 4 KiB pages of [p, p + npages pages) are resident
+ * (mincore), npages at most MB_OS_RESIDENT_MAX; -1 if it cannot say. */
+#define MB_OS_RESIDENT_MAX 512
+long mb_os_resident_pages(void *p, size_t npages);
 
 /* Reserve the largest region not above `want` bytes, halving on failure
  * down to `min`. Sizes are rounded down to multiples of `align`.

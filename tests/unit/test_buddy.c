@@ -729,7 +729,7 @@ TEST(collapse_notes_block_tails)
 	ASSERT_EQ(B.nr_tails, 0);
 	size_t u = (size_t)a >> MB_HP_SHIFT, pb = (size_t)a >> B.pb_order;
 	B.clock = 500;
-	mb_buddy_hp_done(&B, u, 1);
+	mb_buddy_hp_done(&B, u, MB_HP_COLLAPSED);
 	ASSERT_BUDDY(&B);
 	ASSERT_EQ(B.hp_flags[u] & MB_HPF_HUGE, MB_HPF_HUGE);
 	ASSERT_EQ(B.pages[a + 31].flags & MB_PGF_DIRTY, MB_PGF_DIRTY);

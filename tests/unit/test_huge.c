@@ -4,7 +4,8 @@
  * stayed dense for the settle time; a sparse one gets none and keeps its
  * resident set; a purge keeps a dense huge unit whole, demotes it once it
  * falls sparse, and hands a wholly free one back; refused collapses are
- * asked again once and then no more. The kernel must allow huge pages:
+ * asked again once and then no more; units mostly unwritten wait for
+ * their pages. The kernel must allow huge pages:
  * each test is skipped where THP is "never" or the collapse is refused
  * as unsupported. */
 #include "config.h"
@@ -243,6 +244,68 @@ TEST(refused_collapse_asked_twice_then_no_more)
 	ASSERT_EQ(B->hp_pending, 0);
 	mb_os_inject_fault(MB_FAULT_COLLAPSE, 0, 0);
 	ASSERT_EQ(anon_huge(), 0);
+}
+
+/* Objects allocated but written on one page in sixteen: the units are
+ * dense, but a collapse would make the other fifteen resident. They are
+ * not collapsed, nothing is made resident, and they are looked at again
+ * after the recheck wait (made short here), which doubles while they
+ * stay unwritten. Once the program has written them, they are
+ * collapsed. */
+TEST(unwritten_units_wait_for_their_pages)
+{
+	setup(10000);
+	B->hp_recheck_min_ms = B->hp_recheck_ms = 100;
+	for (size_t i = 0; i < 64; i++) { /* one pageblock, two units */
+		obj[i] = mb_large_alloc(OBJ, 0, MB_KERNNORCLM, 0);
+		ASSERT_NE(obj[i], NULL);
+		memset(obj[i], (int)i + 1, 4 * KiB);
+	}
+	ASSERT_EQ(B->hp_pending, 2);
+	size_t rss = region_rss();
+	mb_heap.hp_after_ms = 0;
+	settle_and_purge();
+	ASSERT_EQ(B->count.hp_asked, 0);
+	ASSERT_EQ(B->count.hp_unwritten, 2);
+	ASSERT_EQ(B->hp_nr_unwritten, 2);
+	ASSERT_EQ(anon_huge(), 0);
+	ASSERT_LE(region_rss(), rss + 64 * KiB);
+	ASSERT_NE(B->hp_recheck_at, UINT64_MAX);
+	ASSERT_EQ(B->hp_due, B->hp_recheck_at);
+	/* Still unwritten at the next look: put off again, for twice as long. */
+	sleep_ms(100 + 20);
+	mb_heap.hp_after_ms = 0;
+	mb_purge(0);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->count.hp_asked, 0);
+	ASSERT_EQ(B->count.hp_unwritten, 4);
+	ASSERT_EQ(B->hp_recheck_ms, 200);
+	ASSERT_EQ(anon_huge(), 0);
+	/* Written: collapsed at the next look, not before. */
+	for (size_t i = 0; i < 64; i++)
+		memset(obj[i], (int)i + 1, OBJ);
+	mb_heap.hp_after_ms = 0;
+	mb_purge(0);
+	ASSERT_EQ(B->count.hp_asked, 0);
+	sleep_ms(200 + 20);
+	mb_heap.hp_after_ms = 0;
+	mb_purge(0);
+	ASSERT_BUDDY(B);
+	if (B->count.hp_collapsed < 2)
+		SKIP("the kernel collapsed %llu of 2 units", (unsigned long long)B->count.hp_collapsed);
+	ASSERT_EQ(B->count.hp_asked, 2);
+	ASSERT_EQ(anon_huge(), 4 * MiB);
+	ASSERT_EQ(B->hp_nr_unwritten, 0);
+	ASSERT_EQ(B->hp_due, UINT64_MAX);
+	for (size_t i = 0; i < 64; i++)
+		ASSERT_EQ(((unsigned char *)obj[i])[OBJ - 1], (unsigned char)(i + 1));
+	/* A unit turning dense: the heap grows, the wait is short again. */
+	B->hp_recheck_ms = 400;
+	for (size_t i = 64; i < 96; i++) {
+		obj[i] = mb_large_alloc(OBJ, 0, MB_KERNNORCLM, 0);
+		ASSERT_NE(obj[i], NULL);
+	}
+	ASSERT_EQ(B->hp_recheck_ms, 100);
 }
 
 /* MBUDDY_HUGEPAGES=never: nothing counted, nothing collapsed. */
