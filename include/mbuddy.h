@@ -95,6 +95,9 @@ struct mbuddy_stats {
 	 * into threads' caches, which hand them out again first. */
 	unsigned long long account_slab_free_cached;
 	unsigned long long account_at_peak_slab_free_cached;
+	/* Dense 2 MiB units not collapsed because too few of their pages
+	 * were resident (huge.collapses counts the calls made). */
+	unsigned long long huge_collapses_unwritten;
 };
 
 /* Fill *st, of `size` bytes (pass sizeof *st), with a snapshot of the

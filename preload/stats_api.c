@@ -90,8 +90,9 @@ static const size_t field_end[] = {
 	END(global_refills), END(mallocs), END(frees), END(types), END(unusable_free_space),
 	END(fragmentation_index), END(peak_resident_bytes), END(peak_live_bytes), END(served), END(account),
 	END(account_at_peak), END(huge), END(account_slab_free_cached), END(account_at_peak_slab_free_cached),
+	END(huge_collapses_unwritten),
 };
-_Static_assert(sizeof(struct mbuddy_stats) - END(account_at_peak_slab_free_cached) < _Alignof(struct mbuddy_stats),
+_Static_assert(sizeof(struct mbuddy_stats) - END(huge_collapses_unwritten) < _Alignof(struct mbuddy_stats),
 	       "the last field of struct mbuddy_stats is not the last of field_end[]");
 
 /* The structure of the first release, which programs built with it pass

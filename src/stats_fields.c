@@ -65,6 +65,8 @@ const struct mb_stats_field mb_stats_fields[] = {
 	{ "huge", "collapses", "collapses asked/refused", MB_BLOCK_HUGE, MB_FIELD_PAIR, SNAP(count.hp_asked),
 	  API(huge.collapses) },
 	{ "huge", "collapses_refused", NULL, MB_BLOCK_NONE, 0, SNAP(count.hp_refused), API(huge.collapses_refused) },
+	{ "huge", "collapses_unwritten", "collapses put off, unwritten", MB_BLOCK_HUGE, 0,
+	  SNAP(count.hp_unwritten), API(huge_collapses_unwritten) },
 	{ "huge", "demotions", "demoted (sparse, purged)", MB_BLOCK_HUGE, 0, SNAP(count.hp_demoted),
 	  API(huge.demotions) },
 	{ "huge", "kept_free_pages", "free pages kept in huge units", MB_BLOCK_HUGE, 0, SNAP(count.hp_kept_pages),
