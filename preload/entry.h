@@ -100,6 +100,8 @@ static inline void free_entry(void *p, const char *func)
 		return;
 	if (r == 2)
 		return mb_free_settle(s);
+	if (r == 3)
+		return mb_free_look(s);
 	mb_free_general(p, func);
 }
 

@@ -225,6 +225,14 @@ __attribute__((noinline)) void mb_free_settle(struct mb_slab *s)
 	mb_purge_maybe_after_free();
 }
 
+__attribute__((noinline)) void mb_free_look(struct mb_slab *s)
+{
+	if (mb_theap_look(mb_self.heap, s)) {
+		mb_purge_slabs_freed();
+		mb_purge_maybe_after_free();
+	}
+}
+
 /* Everything the free fast path leaves: NULL, errors, samples, large
  * objects, other threads' slabs, threads without a heap. */
 static __attribute__((noinline)) void free_slow(void *p, const char *func)
@@ -279,6 +287,8 @@ static inline void raw_free(void *p, const char *func)
 		return;
 	if (r == 2)
 		mb_free_settle(s);
+	else if (r == 3)
+		mb_free_look(s);
 	else
 		free_slow(p, func);
 }

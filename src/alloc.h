@@ -55,5 +55,7 @@ void mb_alloc_tick(void);
 /* The slab of an object just freed on a fast path (the entry points'
  * free, preload/entry.h) must change lists. */
 void mb_free_settle(struct mb_slab *s);
+/* mb_theap_look() for the free fast path's 3. */
+void mb_free_look(struct mb_slab *s);
 
 #endif

@@ -429,6 +429,30 @@ static unsigned flush_bin(struct mb_theap *h, struct mb_tcache *tc, int settle)
 	return put;
 }
 
+int mb_theap_look(struct mb_theap *h, struct mb_slab *s)
+{
+	unsigned bin = s->bin, c = s->sclass;
+	struct mb_tcache *tc = &h->tc[bin];
+	int moved = 0;
+	if (mb_slab_settle_due(s)) {
+		mb_theap_freed(h, s); /* which may give s back */
+		moved = 1;
+	}
+	if ((uint16_t)tc->nalloc != h->storm_mark[bin]) {
+		h->storm_mark[bin] = (uint16_t)tc->nalloc;
+		h->storm[bin] = 0;
+		tc->cap = mb_classes[c].cache_cap;
+		return moved;
+	}
+	if (!tc->cap || ++h->storm[bin] < MB_TCACHE_SHED)
+		return moved;
+	/* Off first: the slabs flush_bin settles may free into this bin. */
+	tc->cap = 0;
+	h->storm[bin] = 0;
+	flush_bin(h, tc, 1);
+	return 1;
+}
+
 unsigned mb_theap_flush_cache(struct mb_theap *h, int settle)
 {
 	unsigned put = 0;

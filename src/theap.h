@@ -18,7 +18,8 @@
  * purge period (mb_theap_tick), when the bin's current slab also stops
  * being current (the purge leaves current slabs alone), so that a class
  * the program stopped using does not keep its last objects' pages
- * resident.
+ * resident; and at once when the bin sheds, freeing on and on with no
+ * allocation (mb_theap_look).
  *
  * Besides its current slabs a heap keeps, per (key, class), the slabs it
  * owns with free objects (partial), without (full), and a few it emptied
@@ -92,6 +93,14 @@ struct mb_tcache {
 	} __attribute__((aligned(16))) e[MB_TCACHE_MAX - 1]; /* none across two lines */
 } __attribute__((aligned(128)));
 #define MB_TCACHE_BIT_SHIFT 56
+/* Shedding (mb_theap_look): every MB_TCACHE_STORM_EVERY frees of a bin
+ * that find its cache full, a look at whether it allocated since the look
+ * before; MB_TCACHE_SHED looks in a row that find it did not (256 frees or
+ * more with no allocation) and the bin sheds its cache. A burst that frees
+ * a few caches' worth and takes them back (fastpath's batch: 64 at a
+ * time) keeps it; a load that drops sheds it. */
+#define MB_TCACHE_STORM_EVERY 64
+#define MB_TCACHE_SHED 4
 
 struct mb_slabq {
 	struct mb_slab *head;
@@ -125,6 +134,10 @@ struct mb_theap {
 	 * touches no page of the heap's tables it does not use. Set by the
 	 * owner (or under the orphan heap's lock), never cleared. */
 	uint64_t used[MB_NKEYS];
+	/* Per bin, for mb_theap_look: the low 16 bits of tc[].nalloc at the
+	 * last look, and how many looks in a row found it unchanged. */
+	uint16_t storm_mark[MB_NKEYS * MB_NCLASSES];
+	uint8_t storm[MB_NKEYS * MB_NCLASSES];
 	struct mb_theap *next, *prev; /* every heap, in use or kept for reuse */
 	int in_use;
 	struct mb_runcache runs;   /* freed page runs of up to MB_RUN_MAX */
@@ -163,6 +176,18 @@ void *mb_orphan_alloc(int key, unsigned c, size_t n);
 void mb_orphan_free(struct mb_slab *s, uint32_t i, void *p);
 /* mb_theap_give_back() of the orphan heap. */
 int mb_orphan_give_back(void);
+
+/* After mb_theap_push() returned 3 for s, in h (the caller's): s settled
+ * if its lists must change (as mb_theap_freed does), and a look at its
+ * bin (MB_TCACHE_STORM_EVERY): a bin that has allocated since the last
+ * look gets its cache back if it had shed it; one that has not, at the
+ * MB_TCACHE_SHED-th look in a row, is shedding (a load that drops): its
+ * cache goes back into the slabs and stays off (capacity 0, every free
+ * to its slab) until a look finds an allocation again. Else the last
+ * objects it freed would keep their pages resident while the thread
+ * idles, where aging (mb_theap_tick) never comes. Returns 1 if a slab
+ * changed lists or a cache was shed. */
+int mb_theap_look(struct mb_theap *h, struct mb_slab *s);
 
 /* The objects h's thread cache holds, back into their slabs as free.
  * With settle, by h's owner: slabs whose lists must change are settled
@@ -296,7 +321,8 @@ static inline struct mb_slab *mb_theap_slab_of(const void *p)
  * class is full; no lock, nothing written to user memory. Returns 0
  * when p needs the general path (which also catches NULL, foreign
  * pointers and double frees), 1 when done, 2 when done and the slab *sp
- * must change lists (mb_theap_freed). */
+ * must change lists (mb_theap_freed), 3 when done and its bin is due a
+ * look (mb_theap_look, which settles *sp too). */
 /* Whether a free must settle s: a full slab goes back to the partial list
  * once a quarter of it is free, and at least half of it (rounded down) or
  * 8 objects, whichever is fewer (not at its first free, or a slab would go
@@ -364,6 +390,8 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	mb_word_store(&w->free, w->free | bit);
 	s->used--;
 	*sp = s;
+	if (mb_unlikely((tc->nfree & (MB_TCACHE_STORM_EVERY - 1)) == 0))
+		return 3;
 	return mb_unlikely(mb_slab_settle_due(s)) ? 2 : 1;
 }
 

@@ -2,8 +2,8 @@
  * up by the harness, without the rest of the process: thread heaps made
  * with mb_theap_create(), objects taken the way the fast and slow paths of
  * alloc.c take them (mb_theap_pop, then mb_theap_alloc_slow) and freed the
- * way raw_free() frees them (mb_theap_push, then mb_theap_freed or
- * mb_theap_free). Covered: objects of one (key, class) never overlap and
+ * way raw_free() frees them (mb_theap_push, then mb_theap_freed,
+ * mb_theap_look or mb_theap_free). Covered: objects of one (key, class) never overlap and
  * stay inside their slab; a slab whose objects all went back leaves for
  * the empty list, up to the heap's budget, and from there (at once past
  * the budget, or when swept) to the buddy
@@ -130,6 +130,8 @@ static void give(struct mb_theap *h, void *p)
 	int r = mb_theap_push(h, p, &s);
 	if (r == 2)
 		mb_theap_freed(h, s);
+	else if (r == 3)
+		mb_theap_look(h, s);
 	else if (r == 0) {
 		uint32_t i;
 		slab_and_index(p, &s, &i);
@@ -1124,6 +1126,75 @@ static void tick_due(struct mb_theap *h)
  * may hand back its free pages, or to the buddy if nothing in it lives. A
  * bin allocated from meanwhile keeps both until it too stays idle for a
  * period. */
+/* A bin that frees 256 objects or more past its full cache with no
+ * allocation between (a load dropping) sheds its cache into the slabs and
+ * keeps it off, so that an idle thread does not keep the last objects'
+ * pages; once it allocates again, the next look turns the cache back on.
+ * Frees and allocations taking turns at a full cache never shed it. */
+TEST(shedding_bin_drops_its_cache_until_it_allocates)
+{
+	heap();
+	thread_cache(1);
+	const unsigned c = 3;
+	const unsigned cap = mb_classes[c].cache_cap;
+	const unsigned every = MB_TCACHE_STORM_EVERY, looks = MB_TCACHE_SHED;
+	ASSERT_GT(cap, 2);
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	struct mb_tcache *tc = mb_theap_tcache(h, MB_DEFAULT_TYPE, c);
+	const unsigned n = cap + looks * every + (looks + 1) * every + every + 10;
+	void **v = malloc(n * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (unsigned i = 0; i < n; i++)
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+	for (unsigned i = 0; i < cap; i++)
+		give(h, v[i]);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), cap);
+	/* Taking turns at a full cache, for twice the frees that shed: kept. */
+	unsigned next = cap;
+	for (unsigned k = 0; k < looks * every; k++) {
+		give(h, v[next++]); /* past the full cache: into its slab */
+		void *p = take(h, MB_DEFAULT_TYPE, c);
+		ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), cap - 1);
+		give(h, p);
+		ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), cap);
+	}
+	ASSERT_EQ(tc->cap, cap);
+	/* Then only frees: the cache is kept for looks * every of them at
+	 * least, and shed one look later at the most. */
+	unsigned freed = 0;
+	while (held(h, MB_DEFAULT_TYPE, c) == cap) {
+		ASSERT_LE(freed, (looks + 1) * every);
+		give(h, v[next++]);
+		freed++;
+	}
+	ASSERT_GT(freed, looks * every);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), 0);
+	ASSERT_EQ(tc->cap, 0);
+	for (unsigned i = 0; i < next; i++) {
+		struct mb_slab *s = mb_theap_slab_of(v[i]);
+		ASSERT(mb_slab_is_reclaimable(s, (uint32_t)mb_slab_index(s, v[i])));
+	}
+	for (unsigned k = 0; k < 10; k++)
+		give(h, v[next++]);
+	ASSERT_EQ(held(h, MB_DEFAULT_TYPE, c), 0);
+	ASSERT_BUDDY(B);
+	/* Allocations: within a look's worth of frees the cache is back. */
+	const unsigned again = every + 2;
+	for (unsigned i = 0; i < again; i++)
+		v[i] = take(h, MB_DEFAULT_TYPE, c);
+	for (unsigned i = 0; i < again; i++)
+		give(h, v[i]);
+	ASSERT_EQ(tc->cap, cap);
+	ASSERT_GE(held(h, MB_DEFAULT_TYPE, c), 1);
+	while (next < n)
+		give(h, v[next++]);
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+	free(v);
+}
+
 TEST(idle_bins_age_back_into_their_slabs)
 {
 	heap();
