@@ -81,7 +81,8 @@ struct mb_bin {
  * the line of n, which every malloc and free of the bin writes. */
 struct mb_tcache {
 	uint32_t n;
-	uint32_t cap;    /* mb_classes[].cache_cap, where n is */
+	uint32_t cap;    /* mb_classes[].cache_cap, where n is; 0 while the
+			  * bin sheds (mb_theap_look) */
 	uint64_t nalloc; /* objects handed out */
 	uint64_t req;    /* bytes asked for, for the rounding estimate */
 	uint64_t nfree;  /* objects this thread freed, whoever owns them */
