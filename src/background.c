@@ -198,14 +198,18 @@ static int kick(uint64_t due, int may_start)
 	 * or holds a large heap, as soon as it is queued rather than when it
 	 * falls due: a program that frees its data and then makes no
 	 * allocator call would otherwise keep it all. Or a dense unit that
-	 * has waited MB_HP_THREAD_MS for its collapse. A process that frees
-	 * nothing and holds no dense 2 MiB keeps one thread. Collapses are
+	 * has waited MB_HP_THREAD_MS for its collapse, or in a process that
+	 * holds a large heap, one due at all: a program that builds a large
+	 * table and then only reads it makes no call that could start the
+	 * thread later (bench_huge.py's quick hash and tree never got a huge
+	 * page). A process that frees nothing and holds no dense 2 MiB keeps
+	 * one thread. Collapses are
 	 * made by the thread only, never on an allocation's path (one can
 	 * take milliseconds). */
 	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
 	int release = mb_purge_release_due() != UINT64_MAX &&
 		      (now - mb_heap.started_ms >= start_age_ms() || large_heap());
-	int collapse = hp != UINT64_MAX && now >= hp + MB_HP_THREAD_MS;
+	int collapse = hp != UINT64_MAX && (now >= hp + MB_HP_THREAD_MS || (now >= hp && large_heap()));
 	if (s != BG_NONE || !may_start || !mb_opt.background || (!release && !collapse))
 		return 0;
 	/* The first purge is due: start the thread. pthread_create may

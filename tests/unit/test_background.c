@@ -361,3 +361,35 @@ TEST(started_young_by_a_large_heap)
 	test_child_run(&c, young_process, NULL);
 	ASSERT_CHILD_OK(&c);
 }
+
+/* Dense and large, nothing freed: the first call after a collapse falls
+ * due starts the thread, not one a second later (a program that builds
+ * a table and then only reads it makes no more calls). */
+static void dense_young_process(void *arg)
+{
+	(void)arg;
+	mb_background_fork_child();
+	test_heap_setup_huge(128 * MiB, MB_MAX_ORDER_DEFAULT, 10000, MB_HUGE_AUTO);
+	mb_opt.background = 1;
+	ASSERT_NE(mb_heap.hugepages, MB_HUGE_NEVER);
+	void *keep = take(64 * MiB);
+	ASSERT_EQ(mb_purge_release_due(), UINT64_MAX);
+	ASSERT_NE(B->hp_due, UINT64_MAX);
+	ASSERT_EQ(purge_threads(NULL), 0);
+	sleep_ms(MB_HP_SETTLE_MS + 20);
+	mb_purge_maybe(); /* an allocator call's slow path, once */
+	for (int i = 0; i < 400 && !purge_threads(NULL); i++)
+		sleep_ms(5);
+	ASSERT_EQ(purge_threads(NULL), 1);
+	give(keep);
+}
+
+TEST(started_for_a_collapse_by_a_large_heap)
+{
+	int thp = mb_os_thp_enabled();
+	if (thp == MB_THP_NONE || thp == MB_THP_NEVER)
+		SKIP("transparent huge pages are off here (THP \"never\" or unavailable)");
+	struct test_child c;
+	test_child_run(&c, dense_young_process, NULL);
+	ASSERT_CHILD_OK(&c);
+}
