@@ -557,13 +557,19 @@ size_t mb_buddy_hp_take(struct mb_buddy *b, size_t *units, size_t max)
 	return n;
 }
 
+/* Whether unit u of pageblock pb, not collapsed, is worth another look:
+ * huge pages still on, the unit still dense, its pageblock still owned. */
+static int hp_still_dense(const struct mb_buddy *b, size_t u, size_t pb)
+{
+	return b->hp_on && b->hp_used[u] >= b->hp_promote && mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL;
+}
+
 void mb_buddy_hp_done(struct mb_buddy *b, size_t u, enum mb_hp_result r)
 {
 	size_t pb = (u << MB_HP_SHIFT) >> b->pb_order;
 	if (r == MB_HP_UNWRITTEN) {
 		b->count.hp_unwritten++;
-		if (!b->hp_on || (b->hp_flags[u] & (MB_HPF_UNWRITTEN | MB_HPF_CAND | MB_HPF_HUGE)) ||
-		    b->hp_used[u] < b->hp_promote || mb_buddy_pb_type(b, pb) == MB_PB_GLOBAL)
+		if ((b->hp_flags[u] & (MB_HPF_UNWRITTEN | MB_HPF_CAND | MB_HPF_HUGE)) || !hp_still_dense(b, u, pb))
 			return; /* looked at again anyway, or no longer dense */
 		b->hp_flags[u] |= MB_HPF_UNWRITTEN;
 		b->hp_nr_unwritten++;
@@ -581,7 +587,7 @@ void mb_buddy_hp_done(struct mb_buddy *b, size_t u, enum mb_hp_result r)
 			/* Often transient (EAGAIN: pages just faulted in, not
 			 * yet on the kernel's LRU lists): once more, later. */
 			b->hp_flags[u] |= MB_HPF_TRY1;
-			if (b->hp_on && b->hp_used[u] >= b->hp_promote && mb_buddy_pb_type(b, pb) != MB_PB_GLOBAL)
+			if (hp_still_dense(b, u, pb))
 				hp_mark(b, u);
 		}
 		return;
