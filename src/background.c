@@ -203,9 +203,8 @@ static int kick(uint64_t due, int may_start)
 	 * table and then only reads it makes no call that could start the
 	 * thread later (bench_huge.py's quick hash and tree never got a huge
 	 * page). A process that frees nothing and holds no dense 2 MiB keeps
-	 * one thread. Collapses are
-	 * made by the thread only, never on an allocation's path (one can
-	 * take milliseconds). */
+	 * one thread. Collapses are made by the thread only, never on an
+	 * allocation's path (one can take milliseconds). */
 	uint64_t now = mb_now_ms(), hp = __atomic_load_n(&mb_heap.buddy.hp_due, __ATOMIC_SEQ_CST);
 	int release = mb_purge_release_due() != UINT64_MAX &&
 		      (now - mb_heap.started_ms >= start_age_ms() || large_heap());
