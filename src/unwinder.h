@@ -1,7 +1,8 @@
 /* libunwind, loaded with dlopen when classification first unwinds, not
- * linked: a short process, which classification sleeps through
- * (classify.c), never loads it, nor liblzma behind it, and saves their
- * loading and relocation, a fifth of a millisecond, and their pages.
+ * linked: a short process, which classification sleeps through, or a
+ * small one, whose samples are not unwound (classify.c), never loads it,
+ * nor liblzma behind it, and saves their loading and relocation, a fifth
+ * of a millisecond, and their pages.
  *
  * The first allocation that wants a stack loads it, in place if the
  * process has one thread; with others, it starts a thread that loads it

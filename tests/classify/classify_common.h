@@ -33,10 +33,13 @@ static int unwinder_loaded(void)
 }
 
 /* Classification sleeps through a process's first 2,048 allocations or
- * 10 ms, and loads libunwind in a thread of its own when a thread first
- * unwinds (libmbuddy(3), MBUDDY_CLASSIFY): these tests judge what it
- * learns from their very first allocations, stacks included, so they wait
- * the 10 ms out, then allocate temporaries until libunwind is there. */
+ * 10 ms, unwinds no sample before the heap has held 1 MiB, and loads
+ * libunwind in a thread of its own when a thread first unwinds
+ * (libmbuddy(3), MBUDDY_CLASSIFY): these tests judge what it learns from
+ * their very first allocations, stacks included, so they wait the 10 ms
+ * out, then hold a 1 MiB block while they allocate temporaries until
+ * libunwind is there. */
+#define UNWIND_HEAP_BYTES ((size_t)1 << 20)
 static void need_libmbuddy(void)
 {
 	pointer_type = (int (*)(const void *))dlsym(RTLD_DEFAULT, "mbuddy_pointer_type");
@@ -46,8 +49,10 @@ static void need_libmbuddy(void)
 	}
 	struct timespec wait = { 0, 20 * 1000 * 1000 };
 	nanosleep(&wait, NULL);
+	void *held = keep(malloc(UNWIND_HEAP_BYTES));
 	for (long i = 0; i < (1L << 28) && ((i & 4095) || !unwinder_loaded()); i++)
 		free(keep(malloc(16)));
+	free(held);
 }
 
 static inline int expect_type(const char *what, const void *p, int want)

@@ -3,7 +3,8 @@
  * way the pipe libunwind opens must land on the two descriptors held for
  * it since the start, so that a program sees the same descriptors taken
  * before and after the load (CPython's test_tempfile checks that a child
- * does not have its parent's descriptor). With an argument, a thread is
+ * does not have its parent's descriptor). Not before the heap has held
+ * 1 MiB, however many samples a smaller one takes. With an argument, a thread is
  * started first and blocks until the end, so the load takes the thread
  * path; without, the in-place one. */
 #include "classify_common.h"
@@ -31,6 +32,16 @@ int main(int argc, char **argv)
 	if (unwinder_loaded()) {
 		fprintf(stderr, "libunwind is loaded before any allocation: nothing to test\n");
 		return 99;
+	}
+	/* A small heap is never unwound: 256 samples, past classification's
+	 * wake-up and a thread's first 64, with less than 1 MiB held. */
+	struct timespec wait = { 0, 60 * 1000 * 1000 };
+	nanosleep(&wait, NULL);
+	for (long i = 0; i < 256 * 1024; i++)
+		free(keep(malloc(64)));
+	if (unwinder_loaded()) {
+		printf("libunwind loaded while the heap held less than 1 MiB\n");
+		return 1;
 	}
 	need_libmbuddy(); /* waits for the load, allocating */
 	int loaded = unwinder_loaded(), after = lowest_free();
