@@ -52,6 +52,8 @@ struct mb_heap {
 	int thp;                     /* the system's setting, enum mb_os_thp */
 	uint64_t hp_after_ms;        /* no collapse pass before this: they take
 				      * at most 2% of the run (purge.c) */
+	uint64_t fresh_matched;      /* of buddy.fresh_pages, those a release
+				      * has matched (purge.c) */
 };
 
 /* Huge pages (buddy.h): a unit is a candidate once this many of its 512

@@ -8,7 +8,8 @@
  * forced purge takes everything at once; a release the kernel refuses
  * keeps the memory queued, and nothing is lost; a run of whole
  * pageblocks taken clean while freed memory waits releases as much at
- * once; free pages of the types classification sets sites apart in wait
+ * once, and growth of any kind as much as has been idle 10 ms, at once;
+ * free pages of the types classification sets sites apart in wait
  * a quarter of the decay; a pageblock the program keeps taking pieces
  * from waits a purge period. The buddy checker runs after every step. Time
  * is the real clock (mb_now_ms): the tests sleep through decay times of a
@@ -399,6 +400,77 @@ TEST(fresh_run_releases_what_waits)
 	give(again);
 	give(piece2);
 	give(piece);
+}
+
+/* The heap grows fresh pages (a run of whole pageblocks, which the free
+ * spans of pageblocks in use cannot hold) while memory freed 20 ms ago
+ * waits for the decay: the growth is paid with it at once, a budget per
+ * call and the next call right after, not one batch per interval. Once
+ * nothing idle is left the debt is settled: memory freed afterwards waits
+ * for the decay, or for more growth. */
+TEST(growth_pays_with_idle_memory_at_once)
+{
+	test_heap_setup(64 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+	/* Two pageblocks, each with a live object that keeps it in use. */
+	unsigned char *p0 = take(64 * KiB, 1), *a = take(2 * MiB, 2), *b = take(1 * MiB, 3), *c = take(512 * KiB, 4);
+	unsigned char *d = take(2 * MiB, 5), *e = take(1 * MiB, 6), *p1 = take(960 * KiB, 7);
+	give(a);
+	give(b);
+	give(d);
+	give(e);
+	sleep_ms(20);
+	uint64_t fresh = B->fresh_pages;
+	size_t before = released_pages();
+	unsigned char *g = mb_large_alloc(8 * MiB, 0, MB_KERNNORCLM, 0);
+	ASSERT_NE(g, NULL);
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(B->fresh_pages - fresh, 2048);
+	mb_purge_offset();
+	mb_purge_offset();
+	ASSERT_BUDDY(B);
+	ASSERT_EQ(released_pages() - before, 1536);
+	ASSERT_EQ(test_resident_pages(a, 2 * MiB) + test_resident_pages(b, 1 * MiB), 0);
+	ASSERT_EQ(test_resident_pages(d, 2 * MiB) + test_resident_pages(e, 1 * MiB), 0);
+	give(c);
+	sleep_ms(20);
+	mb_purge_offset();
+	ASSERT_EQ(released_pages() - before, 1536);
+	ASSERT_EQ(test_resident_pages(c, 512 * KiB), 128);
+	ASSERT_EQ(p0[0] + p1[0], 8);
+	give(g);
+	give(p1);
+	give(p0);
+}
+
+/* Idle memory in more spans than one batch holds (MB_PURGE_RANGES): one
+ * call pays the debt with all of them, batch after batch. */
+TEST(growth_pays_batch_after_batch)
+{
+	test_heap_setup(64 * MiB, MB_MAX_ORDER_DEFAULT, 3600000);
+	enum { SPANS = MB_PURGE_RANGES + MB_PURGE_RANGES / 2 };
+	unsigned char *kept[SPANS], *freed[SPANS];
+	for (int i = 0; i < SPANS; i++) {
+		kept[i] = take(64 * KiB, 1);
+		freed[i] = take(64 * KiB, 2);
+	}
+	for (int i = 0; i < SPANS; i++)
+		give(freed[i]);
+	sleep_ms(20);
+	uint64_t fresh = B->fresh_pages;
+	size_t before = released_pages();
+	unsigned char *g = mb_large_alloc(8 * MiB, 0, MB_KERNNORCLM, 0);
+	ASSERT_NE(g, NULL);
+	ASSERT_EQ(B->fresh_pages - fresh, 2048);
+	mb_purge_offset();
+	ASSERT_BUDDY(B);
+	ASSERT_GE(released_pages() - before, SPANS * 16);
+	for (int i = 0; i < SPANS; i++) {
+		ASSERT_EQ(test_resident_pages(freed[i], 64 * KiB), 0);
+		ASSERT_EQ(test_resident_pages(kept[i], 64 * KiB), 16);
+	}
+	give(g);
+	for (int i = 0; i < SPANS; i++)
+		give(kept[i]);
 }
 
 /* The kernel refuses (fault injected): the memory stays queued and
