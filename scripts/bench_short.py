@@ -37,6 +37,9 @@ starts with, nor an allocator is charged to the command)
   perl-start    perl -e 1
   sqlite-start  sqlite3 :memory: 'select 1'
   gzip          gzip -c of 4 MB of text (generated, fixed seed)
+  sed           sed s/a/b/g over the same text (some 200,000 allocations,
+                40 KB live: enough to wake classification, too little to
+                set a site apart)
 Check rows (MBUDDY_CHECK=1 against libmbuddy, peak RSS only):
   check-perl    perl building a hash of 300,000 entries
   check-python  python3 (PYTHONMALLOC=malloc) building a dict of 300,000
@@ -181,6 +184,7 @@ def programs(d, scratch):
         "perl-start": (["perl", "-e", "1"], 20, ["perl"], "time"),
         "sqlite-start": (["sqlite3", ":memory:", "select 1"], 20, ["sqlite3"], "time"),
         "gzip": (["sh", "-c", 'exec gzip -c "$1" >/dev/null', "sh", d["text"]], 5, ["gzip"], "time"),
+        "sed": (["sh", "-c", 'exec sed -e s/a/b/g "$1" >/dev/null', "sh", d["text"]], 5, ["sed"], "time"),
         "check-perl": (["perl", "-e", PERL_HASH], 1, ["perl"], "check"),
         "check-python": ([py, "-c", PY_DICT], 1, [py], "check"),
     }
