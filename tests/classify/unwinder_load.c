@@ -4,9 +4,9 @@
  * it since the start, so that a program sees the same descriptors taken
  * before and after the load (CPython's test_tempfile checks that a child
  * does not have its parent's descriptor). Not before the heap has held
- * 1 MiB, however many samples a smaller one takes. With an argument, a thread is
- * started first and blocks until the end, so the load takes the thread
- * path; without, the in-place one. */
+ * 1 MiB, however many samples a smaller one takes. With an argument, a
+ * thread is started first and blocks until the end, so the load takes
+ * the thread path; without, the in-place one. */
 #include "classify_common.h"
 
 #include "two_threads.h"
