@@ -120,9 +120,10 @@ a number):
     the largest process must have left a report with served true and
     objects counted (counters.mallocs > 0). Other processes whose report
     says served false are listed. The check runs are not in the medians:
-    writing the report costs libmbuddy 13-15 MiB of peak RSS when call
-    sites are classified (none with MBUDDY_CLASSIFY=off), which would bias
-    both the peer ratios and classified against off (--no-check-runs
+    writing the report costs libmbuddy time (the account reads
+    /proc/self/smaps, the call-site rows are symbolized) and once cost it
+    13-15 MiB of peak RSS when call sites were classified, which would
+    bias both the peer ratios and classified against off (--no-check-runs
     leaves them out). One exception to served false: Debian's
     /usr/bin/python3.11 and GCC's cc1plus are not position-independent and
     take malloc's address, so dlsym finds the executable's canonical PLT
@@ -1035,9 +1036,9 @@ def run_all(args, programs, allocs, ctx):
     has a check run, right after its measured one: the same command with
     MBUDDY_STATS, whose report tells whether libmbuddy served the program.
     It is kept out of the medians because writing the report costs
-    libmbuddy memory (13-15 MiB of peak RSS under classification on this
-    machine, none with MBUDDY_CLASSIFY=off), which would bias both the
-    comparison with the peers and classified against off."""
+    libmbuddy time (and once cost it 13-15 MiB of peak RSS under
+    classification), which would bias both the comparison with the peers
+    and classified against off."""
     runs = []
     todo = []
     for rep in range(args.reps):
