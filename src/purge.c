@@ -194,6 +194,21 @@ size_t mb_purge(int force)
 	return total + batches(force);
 }
 
+/* Batch after batch, the purge lock held: up to want pages of what has
+ * been queued since `since` or before. Returns the pages released, fewer
+ * when nothing more is (or the kernel refused). */
+static uint64_t pay(uint64_t since, uint64_t want)
+{
+	uint64_t paid = 0;
+	while (paid < want) {
+		size_t released = batch(since, (size_t)(want - paid));
+		if (!released)
+			break;
+		paid += released;
+	}
+	return paid;
+}
+
 /* Below this many fresh pages, no system call is worth it. */
 #define OFFSET_MIN_PAGES 64
 /* Memory idle for less than this is not matched: a program that frees a
@@ -233,18 +248,12 @@ void mb_purge_offset(void)
 	 * fast the heap grows: with one batch per 10 ms CPython's tests grew
 	 * faster than their idle pages went back (main process's peak 59
 	 * MiB, 55 paid at once; 52 with MBUDDY_CLASSIFY=off). */
-	uint64_t paid = 0;
-	while (paid < want) {
-		size_t released = batch(now - OFFSET_MIN_IDLE_MS, (size_t)(want - paid));
-		if (!released)
-			break;
-		paid += released;
-	}
+	uint64_t paid = pay(now - OFFSET_MIN_IDLE_MS, want);
 	/* What the budget left is paid by the next call; short of it,
 	 * nothing idle is left to pay with (or the kernel refused) and the
 	 * debt is settled: no slow path retries until the heap has taken
 	 * OFFSET_MIN_PAGES more. */
-	uint64_t settled = paid < want ? debt : paid < debt ? paid : debt;
+	uint64_t settled = paid >= want && paid < debt ? paid : debt;
 	__atomic_store_n(&mb_heap.fresh_matched, matched + settled, __ATOMIC_RELAXED);
 	mb_lock_release(&purge_lock);
 }
@@ -260,13 +269,7 @@ void mb_purge_offset_run(uint64_t pages)
 		want = pages;
 	/* Whatever is queued, however young: the run is there to be
 	 * written, and pages released now are not resident beside it. */
-	uint64_t now = mb_now_ms(), paid = 0;
-	while (paid < want) {
-		size_t released = batch(now, (size_t)(want - paid));
-		if (!released)
-			break;
-		paid += released;
-	}
+	pay(mb_now_ms(), want);
 	/* Settled, paid in full or not: what was queued has gone, and
 	 * memory freed later was not idle beside the run. */
 	__atomic_fetch_add(&mb_heap.fresh_matched, want, __ATOMIC_RELAXED);
