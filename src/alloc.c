@@ -215,22 +215,25 @@ static struct mb_page *live_or_die(const void *p, const char *func, int freeing,
 	return m;
 }
 
-__attribute__((noinline)) void mb_free_settle(struct mb_slab *s)
+/* A slab changed lists: one that went back to the buddy may have left a
+ * pageblock idle, one that emptied partly free pages; the purge learns
+ * when it falls due. */
+static void slabs_moved(void)
 {
-	mb_theap_freed(mb_self.heap, s);
-	/* A slab that went back to the buddy may have left a pageblock
-	 * idle, one that emptied partly free pages: the purge learns when it
-	 * falls due. */
 	mb_purge_slabs_freed();
 	mb_purge_maybe_after_free();
 }
 
+__attribute__((noinline)) void mb_free_settle(struct mb_slab *s)
+{
+	mb_theap_freed(mb_self.heap, s);
+	slabs_moved();
+}
+
 __attribute__((noinline)) void mb_free_look(struct mb_slab *s)
 {
-	if (mb_theap_look(mb_self.heap, s)) {
-		mb_purge_slabs_freed();
-		mb_purge_maybe_after_free();
-	}
+	if (mb_theap_look(mb_self.heap, s))
+		slabs_moved();
 }
 
 /* Everything the free fast path leaves: NULL, errors, samples, large
