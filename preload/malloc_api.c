@@ -60,6 +60,15 @@ __attribute__((noinline)) void mb_free_general(void *p, const char *func)
 	mb_free(p, func);
 }
 
+__attribute__((noinline)) void mb_free_declined_general(void *p, const char *func)
+{
+	if (mb_glibc_pointer(p)) {
+		mb_glibc.free(p);
+		return;
+	}
+	mb_free_declined(p, func);
+}
+
 EXPORT void free(void *p)
 {
 	free_entry(p, "free");

@@ -436,6 +436,14 @@ void *mb_memalign(size_t align, size_t n, int key)
 	return grow(n, &m) ? NULL : arm(raw_memalign(align, m, key), "memalign");
 }
 
+void mb_free_declined(void *p, const char *func)
+{
+	if (__builtin_expect(mb_opt.check, 0))
+		mb_free(p, func);
+	else
+		free_slow(p, func);
+}
+
 void mb_free(void *p, const char *func)
 {
 	if (__builtin_expect(mb_opt.check && p != NULL, 0))

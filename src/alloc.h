@@ -57,5 +57,10 @@ void mb_alloc_tick(void);
 void mb_free_settle(struct mb_slab *s);
 /* mb_theap_look() for the free fast path's 3. */
 void mb_free_look(struct mb_slab *s);
+/* The free of p, not NULL, that the calling thread's fast path declined
+ * (mb_theap_push on mb_self.fast returned 0): everything mb_free checks,
+ * without the push again, which would decline it again (with canaries,
+ * mb_self.fast is NULL and mb_free does it all). */
+void mb_free_declined(void *p, const char *func);
 
 #endif

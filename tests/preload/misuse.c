@@ -278,6 +278,38 @@ static void free_sized_double(void)
 	not_detected("free_sized of a freed object");
 }
 
+static void free_sized_double_small(void)
+{
+	/* The first free_sized puts the object in the thread cache, as free
+	 * does. */
+	void (*fs)(void *, size_t) = (void (*)(void *, size_t))sym_or_exit("free_sized");
+	void *p = malloc(40);
+	fs(p, 40);
+	fs(announce(p), 40);
+	not_detected("free_sized of a small object in the thread cache");
+}
+
+/* cfree and glibc's internal __libc_free take the general path, which
+ * puts an object in the thread cache too: a second free of it is caught
+ * there as well. */
+static void cfree_double(void)
+{
+	void (*cf)(void *) = (void (*)(void *))sym_or_exit("cfree");
+	void *p = malloc(48);
+	cf(p);
+	cf(announce(p));
+	not_detected("double cfree of a small object");
+}
+
+static void libc_free_double(void)
+{
+	void (*lf)(void *) = (void (*)(void *))sym_or_exit("__libc_free");
+	void *p = malloc(48);
+	lf(p);
+	lf(announce(p));
+	not_detected("double __libc_free of a small object");
+}
+
 static void free_aligned_sized_misaligned(void)
 {
 	void (*fas)(void *, size_t, size_t) = (void (*)(void *, size_t, size_t))sym_or_exit("free_aligned_sized");
@@ -322,6 +354,10 @@ static const struct misuse_case cases[] = {
 	  "invalid pointer|use after free|freed" },
 	{ "free-sized-too-large", free_sized_too_large, "free_sized", "invalid size" },
 	{ "free-sized-double", free_sized_double, "free_sized", "double free|invalid pointer|use after free" },
+	{ "free-sized-double-small", free_sized_double_small, "free_sized",
+	  "double free|invalid pointer|use after free" },
+	{ "cfree-double", cfree_double, "cfree", "double free" },
+	{ "libc-free-double", libc_free_double, "free", "double free" },
 	{ "free-aligned-sized-misaligned", free_aligned_sized_misaligned, "free_aligned_sized",
 	  "invalid alignment" },
 };
