@@ -50,23 +50,25 @@ EXPORT void *malloc(size_t n)
  * with a pointer it never handed out is its own affair: most are caught
  * ("free(): invalid pointer") and abort, as they do without libmbuddy.
  * Before any deep-bound load, no such pointer can be the program's, and
- * mb_free reports it as libmbuddy always has. */
+ * mb_free reports it as libmbuddy always has. Returns 1 if glibc took p. */
+static inline int freed_by_glibc(void *p)
+{
+	if (!mb_glibc_pointer(p))
+		return 0;
+	mb_glibc.free(p);
+	return 1;
+}
+
 __attribute__((noinline)) void mb_free_general(void *p, const char *func)
 {
-	if (mb_glibc_pointer(p)) {
-		mb_glibc.free(p);
-		return;
-	}
-	mb_free(p, func);
+	if (!freed_by_glibc(p))
+		mb_free(p, func);
 }
 
 __attribute__((noinline)) void mb_free_declined_general(void *p, const char *func)
 {
-	if (mb_glibc_pointer(p)) {
-		mb_glibc.free(p);
-		return;
-	}
-	mb_free_declined(p, func);
+	if (!freed_by_glibc(p))
+		mb_free_declined(p, func);
 }
 
 EXPORT void free(void *p)
