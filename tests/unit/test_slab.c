@@ -600,6 +600,46 @@ TEST(free_then_malloc_of_a_class_writes_no_bitmap)
 	all_back();
 }
 
+/* The free fast path takes back every object of a slab it owns, of every
+ * class, on every page of the slab: it finds the object's index from the
+ * page record and the slab's division constants beside it (buddy.h's
+ * slab_div), with no descriptor and no class table. A push that declined
+ * would leave the objects to the general path, correct but slow. */
+TEST(fast_path_takes_back_every_object_of_every_class)
+{
+	heap();
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	for (unsigned c = 0; c < MB_NCLASSES; c++) {
+		const struct mb_class_info *ci = &mb_classes[c];
+		void **v = calloc(ci->nobj, sizeof *v);
+		ASSERT_NE(v, NULL);
+		for (uint32_t k = 0; k < ci->nobj; k++)
+			v[k] = take(h, MB_DEFAULT_TYPE, c);
+		/* A fresh heap's first slab of the class holds them all. */
+		struct mb_slab *first = mb_theap_slab_of(v[0]);
+		size_t idx = mb_buddy_page_index(B, (void *)first->start);
+		for (uint32_t pg = 0; pg < ci->slab_pages; pg++)
+			ASSERT_EQ(B->slab_div[idx + pg], mb_slab_div(ci));
+		for (uint32_t k = 0; k < ci->nobj; k++) {
+			ASSERT_EQ(mb_theap_slab_of(v[k]), first);
+			struct mb_slab *s;
+			int r = mb_theap_push(h, v[k], &s);
+			if (r == 0)
+				FAIL("class %u (%u B): object %u of %u declined by the fast path", c, ci->size, k,
+				     ci->nobj);
+			if (r == 2)
+				mb_theap_freed(h, s);
+			else if (r == 3)
+				mb_theap_look(h, s);
+		}
+		free(v);
+	}
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	all_back();
+}
+
 /* ---- remote frees ---- */
 
 struct remote_job {
