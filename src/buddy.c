@@ -105,9 +105,9 @@ static void add_free_block(struct mb_buddy *b, size_t idx, unsigned order, int t
 /* ---- page records of a pageblock ---- */
 
 /* Zero a pageblock's page records: hand their pages back when they fill
- * whole pages, else clear them. Its slab division constants go back
- * with them when they fill whole pages; nothing reads them before a slab
- * is carved there again and rewrites them, so they need no clearing. */
+ * whole pages, else clear them. Its slab magic numbers go back with them
+ * when they fill whole pages; nothing reads them before a slab is carved
+ * there again and rewrites them, so they need no clearing. */
 static void records_clear(struct mb_buddy *b, size_t pb)
 {
 	if (!(b->pb_flags[pb] & MB_PBF_RECORDS))
@@ -116,9 +116,9 @@ static void records_clear(struct mb_buddy *b, size_t pb)
 	size_t bytes = b->pb_pages * sizeof(struct mb_page);
 	if (bytes % MB_PAGE_SIZE != 0 || !b->release || b->release(r, bytes) != 0)
 		memset(r, 0, bytes);
-	size_t div_bytes = b->pb_pages * sizeof(uint64_t);
-	if (div_bytes % MB_PAGE_SIZE == 0 && b->release)
-		(void)b->release(&b->slab_div[pb << b->pb_order], div_bytes);
+	size_t magic_bytes = b->pb_pages * sizeof(uint32_t);
+	if (magic_bytes % MB_PAGE_SIZE == 0 && b->release)
+		(void)b->release(&b->slab_magic[pb << b->pb_order], magic_bytes);
 	b->pb_flags[pb] &= (uint8_t)~MB_PBF_RECORDS;
 	b->nr_records--;
 }
@@ -1589,7 +1589,7 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	 * memory, so the page array is sized for the whole region. */
 	size_t words = (b->nblocks + 63) / 64;
 	size_t sz_pages = b->npages * sizeof(struct mb_page);
-	size_t sz_div = b->npages * sizeof(uint64_t);
+	size_t sz_magic = b->npages * sizeof(uint32_t);
 	size_t sz_use = ((b->nblocks + 31) / 32) * sizeof(uint64_t);
 	size_t sz_owned = words * sizeof(uint64_t);
 	size_t sz_flags = b->nblocks;
@@ -1598,7 +1598,7 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	size_t sz_time = b->nblocks * sizeof(uint64_t);
 	size_t nunits = b->pb_pages >= MB_HP_PAGES ? b->npages >> MB_HP_SHIFT : 0;
 	size_t sz_hp = nunits * (sizeof(uint16_t) + sizeof(uint8_t)) + 64;
-	size_t total = sz_pages + sz_div + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + 2 * sz_time + sz_hp + 64 * 8;
+	size_t total = sz_pages + sz_magic + sz_use + sz_owned + sz_flags + sz_used + 2 * sz_links + 2 * sz_time + sz_hp + 64 * 8;
 	total = (total + MB_PAGE_SIZE - 1) & ~(MB_PAGE_SIZE - 1);
 	char *m = mb_os_reserve(total, MB_PAGE_SIZE);
 	if (m)
@@ -1610,7 +1610,7 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	b->meta_base = m;
 	b->meta_bytes = total;
 	b->pages = (struct mb_page *)m;                m += sz_pages;
-	b->slab_div = (uint64_t *)m;                   m += sz_div;
+	b->slab_magic = (uint32_t *)m;                 m += (sz_magic + 63) & ~(size_t)63;
 	b->usemap = (uint64_t *)m;                     m += (sz_use + 63) & ~(size_t)63;
 	b->owned_map = (uint64_t *)m;                  m += (sz_owned + 63) & ~(size_t)63;
 	b->pb_flags = (uint8_t *)m;                    m += (sz_flags + 63) & ~(size_t)63;

@@ -154,13 +154,13 @@ struct mb_buddy {
 	size_t pb_pages;
 
 	struct mb_page *pages; /* npages entries */
-	/* Per page of a slab: its class's magic number, and its object size
-	 * in the high half (sizeclass.h), written by the slab layer when it
-	 * carves the slab; the buddy never reads it, and hands its pages
-	 * back with a pageblock's records. Here, so that the free fast path
-	 * loads them beside the page record rather than from the class
-	 * table after it (its chain of dependent loads is its cost). */
-	uint64_t *slab_div;
+	/* Per page of a slab: its class's magic number (sizeclass.h),
+	 * written by the slab layer when it carves the slab; the buddy never
+	 * reads it, and hands its pages back with a pageblock's records.
+	 * Here, so that the free fast path loads it beside the page record
+	 * rather than from the class table after it (its chain of dependent
+	 * loads is its cost). */
+	uint32_t *slab_magic;
 	uint64_t *usemap;      /* 2 bits per pageblock: owner type + 1, 0 = global */
 	uint64_t *owned_map;   /* 1 bit per pageblock: out of the global pool */
 	uint8_t *pb_flags;     /* MB_PBF_* */

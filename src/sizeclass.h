@@ -26,7 +26,11 @@ struct mb_class_info {
 	uint32_t size;       /* object size */
 	uint32_t slab_pages; /* pages per slab */
 	uint32_t nobj;       /* objects per slab */
-	uint32_t magic;      /* (offset * magic) >> 32 == offset / size */
+	uint32_t magic;      /* (offset * magic) >> 32 == offset / size, and
+			      * (uint32_t)(offset * magic) < magic exactly
+			      * when size divides offset, at every offset of
+			      * a slab (floor(2^32 / size) + 1, sizes up to
+			      * 16 KiB, slabs up to 64 KiB) */
 	uint32_t cache_cap;  /* objects a thread cache keeps at most */
 };
 

@@ -114,7 +114,7 @@ struct mb_slab *mb_slab_create(int key, unsigned c, struct mb_theap *h)
 		m->user16 = (uint16_t)(i - (size_t)idx);
 		m->user32 = owner_tag(h, key);
 		m->kind = MB_KIND_SLAB;
-		b->slab_div[i] = mb_slab_div(ci);
+		b->slab_magic[i] = ci->magic;
 	}
 	mb_heap.slab_pages += ci->slab_pages;
 	mb_heap_unlock();

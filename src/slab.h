@@ -131,13 +131,6 @@ static inline int mb_slab_tag_key(uint32_t tag)
 	return (int)(tag & ((1u << MB_SLAB_TAG_KEY_BITS) - 1));
 }
 
-/* A slab page's entry of mb_heap.buddy.slab_div (buddy.h): the magic
- * number of its class, and its object size in the high half. */
-static inline uint64_t mb_slab_div(const struct mb_class_info *ci)
-{
-	return (uint64_t)ci->magic | (uint64_t)ci->size << 32;
-}
-
 /* The slab of a page record of kind MB_KIND_SLAB. */
 static inline struct mb_slab *mb_slab_of_page(const struct mb_page *m)
 {

@@ -113,9 +113,9 @@ static void read_heap(struct mb_snapshot *s)
 	s->inplace_shrinks = mb_heap.inplace_shrinks;
 	/* The page array is reserved for the whole region; records are
 	 * written only for pageblocks split into blocks (a run of whole
-	 * pageblocks has one, at its head), and slabs' division constants
-	 * only in those. */
-	s->meta_bytes = mb_meta_resident() + b->nr_records * b->pb_pages * (sizeof(struct mb_page) + sizeof(uint64_t));
+	 * pageblocks has one, at its head), and slabs' magic numbers only
+	 * in those. */
+	s->meta_bytes = mb_meta_resident() + b->nr_records * b->pb_pages * (sizeof(struct mb_page) + sizeof(uint32_t));
 	s->hp_mode = (uint64_t)mb_heap.hugepages;
 	s->hp_thp = mb_heap.thp;
 	if (b->nunits) {

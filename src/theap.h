@@ -342,8 +342,8 @@ static inline int mb_slab_settle_due(const struct mb_slab *s)
 static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp)
 {
 	/* Everything but the bitmap word from the page record and the
-	 * slab's division constants beside it: the descriptor's first line
-	 * stays out of the way. */
+	 * slab's magic number beside it: the descriptor's first line stays
+	 * out of the way. */
 	struct mb_buddy *b = &mb_heap.buddy;
 	size_t pi = mb_buddy_page_index(b, p);
 	if (mb_unlikely(pi >= b->npages || h == NULL))
@@ -353,14 +353,17 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	if (mb_unlikely(m->kind != MB_KIND_SLAB || mb_slab_tag_id(tag) != h->id))
 		return 0;
 	unsigned c = m->sclass;
-	uint64_t div = b->slab_div[pi];
+	uint32_t magic = b->slab_magic[pi];
 	uintptr_t off = ((uintptr_t)p & (MB_PAGE_SIZE - 1)) + ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
-	uint32_t i = (uint32_t)(((uint64_t)off * (uint32_t)div) >> 32);
+	/* The index in the high half, and in the low one, below the magic
+	 * number only at an object's start (sizeclass.h): no multiply back. */
+	uint64_t q = (uint64_t)off * magic;
+	uint32_t i = (uint32_t)(q >> 32);
 	struct mb_slab *s = m->user.ptr;
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
 	/* Past the last object the sampled bits are set: no bounds test. */
-	if (mb_unlikely((uintptr_t)i * (div >> 32) != off || ((w->free | w->sampled | w->cached) & bit) ||
+	if (mb_unlikely((uint32_t)q >= magic || ((w->free | w->sampled | w->cached) & bit) ||
 			(s->has_remote && (__atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED) & bit))))
 		return 0;
 	struct mb_tcache *tc = &h->tc[mb_slab_tag_key(tag) * MB_NCLASSES + c];

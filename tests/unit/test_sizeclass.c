@@ -99,8 +99,10 @@ TEST(slab_geometry)
 }
 
 /* (offset * magic) >> 32 is offset / size at every byte of a slab, which
- * the free fast path relies on to find an object's index, and to tell an
- * object's start from a pointer inside it. */
+ * the free fast path relies on to find an object's index; and the low 32
+ * bits of the product are below the magic number exactly at an object's
+ * start, which it relies on to tell an object's start from a pointer
+ * inside it with no second multiply. */
 TEST(magic_division_is_exact)
 {
 	classes();
@@ -108,11 +110,15 @@ TEST(magic_division_is_exact)
 		const struct mb_class_info *ci = &mb_classes[c];
 		uint64_t bytes = (uint64_t)ci->slab_pages * MB_PAGE_SIZE;
 		for (uint64_t off = 0; off < bytes; off++) {
-			uint64_t q = (off * ci->magic) >> 32;
+			uint64_t prod = off * ci->magic, q = prod >> 32;
 			if (q != off / ci->size)
 				FAIL("class %u (%u bytes): offset %" PRIu64 " * magic %u >> 32 = %" PRIu64
 				     ", want %" PRIu64,
 				     c, ci->size, off, ci->magic, q, off / ci->size);
+			if (((uint32_t)prod < ci->magic) != (off % ci->size == 0))
+				FAIL("class %u (%u bytes): offset %" PRIu64 ": low half %u against magic %u, "
+				     "start of an object: %d",
+				     c, ci->size, off, (uint32_t)prod, ci->magic, off % ci->size == 0);
 		}
 	}
 }

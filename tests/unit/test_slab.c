@@ -602,9 +602,11 @@ TEST(free_then_malloc_of_a_class_writes_no_bitmap)
 
 /* The free fast path takes back every object of a slab it owns, of every
  * class, on every page of the slab: it finds the object's index from the
- * page record and the slab's division constants beside it (buddy.h's
- * slab_div), with no descriptor and no class table. A push that declined
- * would leave the objects to the general path, correct but slow. */
+ * page record and the slab's magic number beside it (buddy.h's
+ * slab_magic), with no descriptor and no class table. A push that declined
+ * would leave the objects to the general path, correct but slow. A
+ * pointer inside an object (its second and last byte, and its middle) it
+ * declines, for the general path to report. */
 TEST(fast_path_takes_back_every_object_of_every_class)
 {
 	heap();
@@ -620,10 +622,15 @@ TEST(fast_path_takes_back_every_object_of_every_class)
 		struct mb_slab *first = mb_theap_slab_of(v[0]);
 		size_t idx = mb_buddy_page_index(B, (void *)first->start);
 		for (uint32_t pg = 0; pg < ci->slab_pages; pg++)
-			ASSERT_EQ(B->slab_div[idx + pg], mb_slab_div(ci));
+			ASSERT_EQ(B->slab_magic[idx + pg], ci->magic);
 		for (uint32_t k = 0; k < ci->nobj; k++) {
 			ASSERT_EQ(mb_theap_slab_of(v[k]), first);
 			struct mb_slab *s;
+			const size_t inside[] = { 1, ci->size / 2, ci->size - 1 };
+			for (unsigned j = 0; j < 3; j++)
+				if (mb_theap_push(h, (char *)v[k] + inside[j], &s) != 0)
+					FAIL("class %u (%u B): object %u + %zu taken as an object", c, ci->size, k,
+					     inside[j]);
 			int r = mb_theap_push(h, v[k], &s);
 			if (r == 0)
 				FAIL("class %u (%u B): object %u of %u declined by the fast path", c, ci->size, k,
