@@ -39,6 +39,17 @@ extern uint8_t mb_class_small[MB_SMALL_MAX / 16 + 1];
 
 void mb_sizeclass_init(void);
 
+/* Byte offset off of a slab of the class whose magic number is magic:
+ * the index of the object it falls in, in *i, and whether it is that
+ * object's start. One multiply: the index is the product's high half, and
+ * its low half is below magic exactly at a start (see magic above). */
+static inline int mb_class_object_at(uint64_t off, uint32_t magic, uint32_t *i)
+{
+	uint64_t q = off * magic;
+	*i = (uint32_t)(q >> 32);
+	return (uint32_t)q < magic;
+}
+
 static inline unsigned mb_size_class(size_t n)
 {
 	return mb_class_small[(n + 15) >> 4];

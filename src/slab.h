@@ -103,9 +103,8 @@ static inline struct mb_theap *mb_slab_owner(const struct mb_slab *s)
  * start of an object. */
 static inline long mb_slab_index(const struct mb_slab *s, const void *p)
 {
-	uintptr_t off = (uintptr_t)p - s->start;
-	uint32_t i = (uint32_t)(((uint64_t)off * s->magic) >> 32);
-	if ((uintptr_t)i * s->size != off || i >= s->nobj)
+	uint32_t i;
+	if (!mb_class_object_at((uintptr_t)p - s->start, s->magic, &i) || i >= s->nobj)
 		return -1;
 	return i;
 }

@@ -355,15 +355,13 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	unsigned c = m->sclass;
 	uint32_t magic = b->slab_magic[pi];
 	uintptr_t off = ((uintptr_t)p & (MB_PAGE_SIZE - 1)) + ((uintptr_t)m->user16 << MB_PAGE_SHIFT);
-	/* The index in the high half, and in the low one, below the magic
-	 * number only at an object's start (sizeclass.h): no multiply back. */
-	uint64_t q = (uint64_t)off * magic;
-	uint32_t i = (uint32_t)(q >> 32);
+	uint32_t i;
+	int at_start = mb_class_object_at(off, magic, &i);
 	struct mb_slab *s = m->user.ptr;
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
 	/* Past the last object the sampled bits are set: no bounds test. */
-	if (mb_unlikely((uint32_t)q >= magic || ((w->free | w->sampled | w->cached) & bit) ||
+	if (mb_unlikely(!at_start || ((w->free | w->sampled | w->cached) & bit) ||
 			(s->has_remote && (__atomic_load_n(&s->remote[i >> 6], __ATOMIC_RELAXED) & bit))))
 		return 0;
 	struct mb_tcache *tc = &h->tc[mb_slab_tag_key(tag) * MB_NCLASSES + c];
