@@ -1,11 +1,15 @@
 /* Where every resident byte of the process is.
  *
- * The process's resident set, read from /proc/self/smaps, is split first
- * by mapping: the heap region, the allocator's other mappings (its
- * metadata: page records, slab descriptors, thread heaps, call-site and
- * sample tables), and what is not the allocator's at all (the program's
- * file-backed mappings, the main stack, other anonymous memory: thread
- * stacks, the program's own mmaps, glibc's brk heap). Then the heap
+ * The process's resident set is split first by mapping: the heap region,
+ * the allocator's other mappings (its metadata: page records, slab
+ * descriptors, thread heaps, call-site and sample tables), and what is not
+ * the allocator's at all (the pages of the program's files, the main
+ * stack, other private memory: thread stacks, the program's own mmaps,
+ * glibc's brk heap, the pages of its files it wrote). The kernel sums the
+ * whole process in /proc/self/smaps_rollup, and the allocator's mappings
+ * and the main stack are measured with mincore(2); a process with
+ * anonymous huge pages is read mapping by mapping from /proc/self/smaps,
+ * five times slower, which alone says whose they are. Then the heap
  * region's resident pages, found with mincore(2), are split by what the
  * page records and the slabs say each byte is: live objects (the bytes
  * asked for, and the rounding up to a size class or to pages), free
@@ -64,12 +68,17 @@ struct mb_account {
 	uint64_t heap_walked;      /* the sum of the heap region's parts */
 	uint64_t mappings_unknown; /* mappings of ours the account could not list */
 	uint64_t taken_ms;         /* when it was taken, on mb_now_ms()'s clock */
+	uint64_t by_mapping;       /* 1: read from smaps; 0: from smaps_rollup */
 };
 
 /* Take the account now. Takes the heap lock for the walk over the region
  * (never with an allocator lock held). 0, or -1 when /proc could not be
  * read (the parts inside the heap are still filled). */
 int mb_account_take(struct mb_account *a);
+/* The same, read from /proc/self/smaps whatever the process holds with
+ * MB_ACCOUNT_BY_MAPPING (tests compare the two ways). */
+enum { MB_ACCOUNT_CHEAPEST, MB_ACCOUNT_BY_MAPPING };
+int mb_account_take_by(struct mb_account *a, int how);
 
 /* The parts that should add up to the resident set. */
 static inline uint64_t mb_account_sum(const struct mb_account *a)

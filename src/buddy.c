@@ -1641,6 +1641,19 @@ int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_orde
 	return 0;
 }
 
+int mb_buddy_meta_spans(const struct mb_buddy *b, uintptr_t lo[3], uintptr_t hi[3])
+{
+	size_t pages = __atomic_load_n(&b->pb_high, __ATOMIC_RELAXED) << b->pb_order;
+	uintptr_t end = (uintptr_t)b->meta_base + b->meta_bytes;
+	lo[0] = (uintptr_t)b->pages;
+	hi[0] = (uintptr_t)(b->pages + pages);
+	lo[1] = (uintptr_t)b->slab_magic;
+	hi[1] = (uintptr_t)(b->slab_magic + pages);
+	lo[2] = (uintptr_t)b->usemap;
+	hi[2] = end;
+	return 3;
+}
+
 void mb_buddy_destroy(struct mb_buddy *b)
 {
 	if (b->meta_base)

@@ -251,6 +251,13 @@ extern const int mb_fallback_order[MB_NTYPES][MB_NTYPES];
  * reservation. Returns 0, or -1 with errno set. */
 int mb_buddy_init(struct mb_buddy *b, void *base, size_t size, unsigned max_order);
 void mb_buddy_destroy(struct mb_buddy *b);
+/* The parts of the metadata reservation that can have been written: the
+ * page records and slab magic numbers of the pageblocks below pb_high,
+ * and the per-pageblock arrays. The rest of the page array is sized for
+ * the whole region and never touched (the account counts only these
+ * parts: mincore over 600 MB of untouched records would cost more than
+ * the rest of a report). Returns how many of 3 spans it filled. */
+int mb_buddy_meta_spans(const struct mb_buddy *b, uintptr_t lo[3], uintptr_t hi[3]);
 
 /* Allocate exactly npages pages of the given type. A request of 2^k pages is
  * one order-k block. Other sizes take a row of free blocks where one starts

@@ -131,8 +131,9 @@ static void json_one(struct mb_out *o, const char *name, const struct mb_account
 	mb_out_str(o, "},\"slab_free_by_class\":{");
 	for (unsigned c = 0; c < MB_NCLASSES; c++)
 		mb_out_fmt(o, "%s\"%u\":%llu", c ? "," : "", mb_classes[c].size, (unsigned long long)a->slab_free_class[c]);
-	mb_out_fmt(o, "},\"sum_of_parts_bytes\":%llu,\"mappings_not_listed\":%llu},",
-		   (unsigned long long)mb_account_sum(a), (unsigned long long)a->mappings_unknown);
+	mb_out_fmt(o, "},\"sum_of_parts_bytes\":%llu,\"mappings_not_listed\":%llu,\"read_from\":\"%s\"},",
+		   (unsigned long long)mb_account_sum(a), (unsigned long long)a->mappings_unknown,
+		   a->by_mapping ? "smaps" : "smaps_rollup");
 }
 
 void mb_stats_write_account_json(struct mb_out *o, const struct mb_account *now, const struct mb_account *peak)

@@ -28,7 +28,8 @@ unit_tests = \
 	tests/unit/test_slab \
 	tests/unit/test_site \
 	tests/unit/test_huge \
-	tests/unit/test_symbolize
+	tests/unit/test_symbolize \
+	tests/unit/test_account
 
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -89,3 +90,5 @@ tests_unit_test_symbolize_LDFLAGS = -rdynamic
 tests_unit_test_lockstat_SOURCES = tests/unit/test_lockstat.c src/lockstat.c
 tests_unit_test_lockstat_CPPFLAGS = $(AM_CPPFLAGS) -DMB_LOCK_STATS=1
 tests_unit_test_lockstat_LDADD = -lpthread
+tests_unit_test_account_SOURCES = tests/unit/test_account.c
+tests_unit_test_account_LDADD = $(unit_ldadd)
