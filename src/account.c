@@ -155,16 +155,9 @@ struct rollup {
 
 static int read_rollup(struct rollup *r)
 {
-	int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
 	char buf[4096]; /* about 1 KiB: one header and some twenty fields */
-	size_t have = 0;
-	ssize_t got;
-	while (have < sizeof buf - 1 && (got = read(fd, buf + have, sizeof buf - 1 - have)) > 0)
-		have += (size_t)got;
-	close(fd);
-	buf[have] = 0;
+	if (mb_read_small("/proc/self/smaps_rollup", buf, sizeof buf) <= 0)
+		return -1;
 	static const struct {
 		const char *name;
 		size_t at;
