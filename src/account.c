@@ -177,45 +177,19 @@ static int read_rollup(struct rollup *r)
 	return 0;
 }
 
-/* mincore's answers for up to this many system pages at a time */
-static unsigned char resident_vec[1u << 16];
-
-/* The resident bytes of [lo, hi) (rounded out to pages of the system,
- * all mapped), or -1 if a page of it is not mapped. */
+/* The resident bytes of [lo, hi) (rounded out to pages, all mapped), or
+ * -1 if a page of it is not mapped. */
 static int64_t resident_bytes(uintptr_t lo, uintptr_t hi)
 {
-	size_t page = mb_os_page_size();
-	uint64_t n = 0;
-	lo &= ~(uintptr_t)(page - 1);
-	hi = (hi + page - 1) & ~(uintptr_t)(page - 1);
-	while (lo < hi) {
-		size_t pages = (hi - lo) / page, i = 0;
-		if (pages > sizeof resident_vec)
-			pages = sizeof resident_vec;
-		if (mincore((void *)lo, pages * page, resident_vec) != 0)
-			return -1;
-		/* Bit 0 of each byte says resident; eight bytes at a time. */
-		for (; i + 8 <= pages; i += 8) {
-			uint64_t w;
-			memcpy(&w, resident_vec + i, 8);
-			n += (uint64_t)__builtin_popcountll(w & 0x0101010101010101ULL);
-		}
-		for (; i < pages; i++)
-			n += resident_vec[i] & 1;
-		lo += pages * page;
-	}
-	return (int64_t)(n * page);
+	lo &= ~(uintptr_t)(MB_PAGE_SIZE - 1);
+	hi = (hi + MB_PAGE_SIZE - 1) & ~(uintptr_t)(MB_PAGE_SIZE - 1);
+	long n = mb_os_resident_pages((void *)lo, (hi - lo) >> MB_PAGE_SHIFT);
+	return n < 0 ? -1 : (int64_t)n << MB_PAGE_SHIFT;
 }
 
 static int mapped(uintptr_t lo, uintptr_t hi)
 {
-	size_t page = mb_os_page_size();
-	for (; lo < hi; lo += page * sizeof resident_vec) {
-		size_t len = hi - lo < page * sizeof resident_vec ? hi - lo : page * sizeof resident_vec;
-		if (mincore((void *)lo, len, resident_vec) != 0)
-			return 0;
-	}
-	return 1;
+	return resident_bytes(lo, hi) >= 0;
 }
 
 extern void *__libc_stack_end; /* glibc's: the stack pointer at start */
@@ -226,7 +200,7 @@ extern void *__libc_stack_end; /* glibc's: the stack pointer at start */
  * a stack. Steps double, then halve: some twenty calls. 0, or -1. */
 static int main_stack(uintptr_t *lo, uintptr_t *hi)
 {
-	size_t page = mb_os_page_size();
+	size_t page = MB_PAGE_SIZE;
 	uintptr_t at = (uintptr_t)__libc_stack_end & ~(uintptr_t)(page - 1);
 	if (!at || !mapped(at, at + page))
 		return -1;
@@ -537,7 +511,9 @@ int mb_account_take_by(struct mb_account *a, int how)
 	a->mappings_unknown = lost;
 	struct rollup r;
 	int rc = 0;
-	if (how == MB_ACCOUNT_CHEAPEST && read_rollup(&r) == 0 && r.anon_huge == 0) {
+	/* mincore counts the heap's pages where they are the system's. */
+	if (how == MB_ACCOUNT_CHEAPEST && mb_os_page_size() == MB_PAGE_SIZE && read_rollup(&r) == 0 &&
+	    r.anon_huge == 0) {
 		account_by_rollup(a, o, &r);
 	} else {
 		a->by_mapping = 1;

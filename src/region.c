@@ -238,11 +238,17 @@ int mb_os_collapse(void *p, size_t size)
 long mb_os_resident_pages(void *p, size_t npages)
 {
 	unsigned char vec[MB_OS_RESIDENT_MAX];
-	if (npages > MB_OS_RESIDENT_MAX || mb_os_page_size() != OS_PAGE || mincore(p, npages * OS_PAGE, vec) != 0)
+	if (mb_os_page_size() != OS_PAGE)
 		return -1;
 	long n = 0;
-	for (size_t i = 0; i < npages; i++)
-		n += vec[i] & 1;
+	for (size_t done = 0; done < npages;) {
+		size_t k = npages - done < MB_OS_RESIDENT_MAX ? npages - done : MB_OS_RESIDENT_MAX;
+		if (mincore((char *)p + done * OS_PAGE, k * OS_PAGE, vec) != 0)
+			return -1;
+		for (size_t i = 0; i < k; i++)
+			n += vec[i] & 1;
+		done += k;
+	}
 	return n;
 }
 

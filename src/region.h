@@ -65,7 +65,8 @@ int mb_os_hugepage(void *p, size_t size);
  * supported, EAGAIN/ENOMEM where it could not now). */
 int mb_os_collapse(void *p, size_t size);
 /* How many of the 4 KiB pages of [p, p + npages pages) are resident
- * (mincore), npages at most MB_OS_RESIDENT_MAX; -1 if it cannot say. */
+ * (mincore, MB_OS_RESIDENT_MAX pages at a time); -1 if it cannot say: a
+ * page of the range not mapped, or a system page other than 4 KiB. */
 #define MB_OS_RESIDENT_MAX 512
 long mb_os_resident_pages(void *p, size_t npages);
 
