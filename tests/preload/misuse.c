@@ -292,22 +292,23 @@ static void free_sized_double_small(void)
 /* cfree and glibc's internal __libc_free take the general path, which
  * puts an object in the thread cache too: a second free of it is caught
  * there as well. */
+static void double_free_by(const char *name, const char *what)
+{
+	void (*f)(void *) = (void (*)(void *))sym_or_exit(name);
+	void *p = malloc(48);
+	f(p);
+	f(announce(p));
+	not_detected(what);
+}
+
 static void cfree_double(void)
 {
-	void (*cf)(void *) = (void (*)(void *))sym_or_exit("cfree");
-	void *p = malloc(48);
-	cf(p);
-	cf(announce(p));
-	not_detected("double cfree of a small object");
+	double_free_by("cfree", "double cfree of a small object");
 }
 
 static void libc_free_double(void)
 {
-	void (*lf)(void *) = (void (*)(void *))sym_or_exit("__libc_free");
-	void *p = malloc(48);
-	lf(p);
-	lf(announce(p));
-	not_detected("double __libc_free of a small object");
+	double_free_by("__libc_free", "double __libc_free of a small object");
 }
 
 static void free_aligned_sized_misaligned(void)
