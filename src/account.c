@@ -451,12 +451,11 @@ static void small_requested(struct walk *w)
 		}
 }
 
-/* A hot object of a thread cache (theap.h): freed and cached, though its
- * slab, and so the walk, counts it as live. Its class and key from its
- * page record: its slab may be gone by now. */
-static void hot_object(void *ctx, const void *p)
+/* An object the walk counted as live that is free: from the live bytes of
+ * its key and class to the free bytes of `where`. Its class and key from
+ * its page record: its slab may be gone by now. */
+static void freed_object(struct walk *w, const void *p, int where)
 {
-	struct walk *w = ctx;
 	const struct mb_buddy *b = &mb_heap.buddy;
 	size_t idx = mb_buddy_page_index(b, p);
 	if (idx >= b->npages)
@@ -472,9 +471,23 @@ static void hot_object(void *ctx, const void *p)
 	*live -= size;
 	struct mb_account *a = w->a;
 	a->slab_free += size;
-	a->slab_free_where[MB_ACC_CACHED] += size;
+	a->slab_free_where[where] += size;
 	a->slab_free_type[mb_key_type(key)] += size;
 	a->slab_free_class[c] += size;
+}
+
+/* A hot object of a thread cache (theap.h): freed and cached, though its
+ * slab counts it as live. */
+static void hot_object(void *ctx, const void *p)
+{
+	freed_object(ctx, p, MB_ACC_CACHED);
+}
+
+/* An object another thread freed and posted to its owner (inbox.h),
+ * which has not taken it yet: live in its slab. */
+static void posted_object(void *ctx, const void *p)
+{
+	freed_object(ctx, p, MB_ACC_FULL);
 }
 
 /* One account at a time: the walk's buffers are static. */
@@ -500,6 +513,7 @@ int mb_account_take_by(struct mb_account *a, int how)
 	walk_heap(w);
 	mb_heap_unlock();
 	mb_theap_hot_each(hot_object, w);
+	mb_theap_posted_each(posted_object, w);
 	small_requested(w);
 	a->heap_walked = w->walked;
 

@@ -236,11 +236,37 @@ __attribute__((noinline)) void mb_free_look(struct mb_slab *s)
 		slabs_moved();
 }
 
+/* What the free fast path leaves of p (not NULL) on account of h's inbox
+ * (inbox.h), the calling thread's heap: posts waiting, which are taken
+ * first (one of them may be p: then this free is a double free), then p
+ * pushed again; or p an object of another thread's slab, posted to its
+ * owner. Returns 1 if p is freed. */
+static int free_posted(struct mb_theap *h, void *p)
+{
+	if (mb_inbox_pending(&h->inbox)) {
+		mb_theap_drain(h);
+		struct mb_slab *s;
+		int r = mb_theap_push_now(mb_self.fast, p, &s);
+		if (r == 2)
+			mb_free_settle(s);
+		else if (r == 3)
+			mb_free_look(s);
+		if (r)
+			return 1;
+	}
+	struct mb_slab *s = mb_theap_slab_of(p);
+	long i = s ? mb_slab_index(s, p) : -1;
+	return i >= 0 && mb_theap_post_free(h, s, (uint32_t)i, p);
+}
+
 /* Everything the free fast path leaves: NULL, errors, samples, large
  * objects, other threads' slabs, threads without a heap. */
 static __attribute__((noinline)) void free_slow(void *p, const char *func)
 {
 	if (mb_unlikely(p == NULL))
+		return;
+	struct mb_theap *me = mb_self.heap;
+	if (me && free_posted(me, p))
 		return;
 	struct mb_slab *s;
 	uint32_t i;

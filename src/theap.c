@@ -4,6 +4,7 @@
 #include "options.h"
 #include "report.h"
 
+#include <errno.h>
 #include <string.h>
 
 _Static_assert(sizeof(struct mb_theap) <= MB_META_MAX, "a thread heap is one metadata allocation");
@@ -261,6 +262,10 @@ static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c, struct
 
 void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 {
+	/* A thread that allocates and seldom frees (a producer) takes its
+	 * posts here, before its inbox fills. */
+	if (mb_unlikely(mb_inbox_pending(&h->inbox)))
+		mb_theap_drain(h);
 	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
 	void *hot = tc->hot;
 	if (hot && !tc->n) {
@@ -371,6 +376,73 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 		__atomic_fetch_add(&exited.nfree[key][c], 1, __ATOMIC_RELAXED);
 	}
 	return 0;
+}
+
+/* ---- frees posted by other threads (inbox.h) ---- */
+
+int mb_theap_post_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
+{
+	struct mb_theap *o = mb_slab_owner(s);
+	if (o == NULL || o == h || o == &orphan)
+		return 0;
+	/* The checks of a remote free (mb_theap_free): the owner's bits and
+	 * hot object are read, not written. A sample goes the general way,
+	 * which tells classification. */
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	const struct mb_slab_word *w = &s->w[i >> 6];
+	uint64_t bits = mb_word_load(&w->free) | mb_word_load(&w->cached) | mb_word_load(&w->sampled);
+	if (mb_unlikely(bits & bit)) {
+		if ((mb_word_load(&w->free) | mb_word_load(&w->cached)) & bit)
+			mb_fatal_pointer("free", "double free detected", p);
+		return 0;
+	}
+	if (mb_unlikely(__atomic_load_n(&s->hot, __ATOMIC_RELAXED) == i + 1))
+		mb_fatal_pointer("free", "double free detected (freed by two threads)", p);
+	/* The owner counts the free when it takes the object. */
+	return mb_inbox_post(&o->inbox, p);
+}
+
+/* With cache, as the owner's own frees (into its thread cache first);
+ * without, straight into the slabs (a heap whose thread is gone or
+ * going, whose thread cache is let go of). */
+static void drain_inbox(struct mb_theap *h, int cache)
+{
+	void *p;
+	while ((p = mb_inbox_take(&h->inbox)) != NULL) {
+		/* Posted as the start of a live object of a slab of h; a
+		 * second free of it may have come first since. */
+		struct mb_slab *s = mb_theap_slab_of(p);
+		long i = s ? mb_slab_index(s, p) : -1;
+		if (i < 0)
+			mb_fatal_pointer("free", "double free or invalid pointer", p);
+		if (mb_slab_owner(s) != h) {
+			/* Posted to this heap's earlier thread, whose slabs
+			 * went to others when it exited. */
+			mb_theap_free(h, s, (uint32_t)i, p);
+			continue;
+		}
+		if (mb_slab_is_free(s, (uint32_t)i) || mb_theap_is_hot(h, s, p))
+			mb_fatal_pointer("free", "double free detected (freed by two threads)", p);
+		if (!cache) {
+			free_owned(h, s, (uint32_t)i, p);
+			continue;
+		}
+		struct mb_slab *fs;
+		int r = mb_theap_push_now(h, p, &fs);
+		if (r == 2)
+			mb_theap_freed(h, fs);
+		else if (r == 3)
+			mb_theap_look(h, fs);
+		else if (r == 0)
+			free_owned(h, s, (uint32_t)i, p);
+	}
+}
+
+void mb_theap_drain(struct mb_theap *h)
+{
+	int saved = errno; /* a malloc or free that succeeds leaves errno as it was */
+	drain_inbox(h, 1);
+	errno = saved;
 }
 
 /* ---- the thread cache ---- */
@@ -511,6 +583,7 @@ static uint32_t last_heap_id;
 
 static void heap_init(struct mb_theap *h)
 {
+	mb_inbox_open(&h->inbox);
 	h->id = __atomic_add_fetch(&last_heap_id, 1, __ATOMIC_RELAXED);
 	if (h->id > MB_SLAB_TAG_MAX_ID)
 		mb_fatal_invariant("thread heap", "heap ids exhausted");
@@ -593,6 +666,7 @@ struct mb_theap *mb_theap_create(void)
 	 * them between heaps); a bin not used yet gets its own when it is. */
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;)
 		mb_theap_tcache(h, used_key(b), used_class(b))->cap = mb_classes[used_class(b)].cache_cap;
+	mb_inbox_open(&h->inbox);
 	h->flushed_ms = h->aged_ms = mb_now_ms();
 	return h;
 }
@@ -675,6 +749,10 @@ static void fold_counters(struct mb_theap *h)
 
 void mb_theap_destroy(struct mb_theap *h)
 {
+	/* Posts fail from here on: other threads set remote bits instead,
+	 * which the slabs keep when they are abandoned. */
+	mb_inbox_close(&h->inbox);
+	drain_inbox(h, 0);
 	mb_theap_flush_cache(h, 1);
 	mb_runcache_flush(&h->runs);
 	mb_lock_acquire(&h->lock);
@@ -860,6 +938,15 @@ void mb_theap_hot_each(void (*fn)(void *ctx, const void *p), void *ctx)
 	mb_lock_release(&heaps_lock);
 }
 
+void mb_theap_posted_each(void (*fn)(void *ctx, const void *p), void *ctx)
+{
+	mb_lock_acquire(&heaps_lock);
+	for (struct mb_theap *h = all_heaps; h; h = h->next)
+		if (h->in_use && h != &orphan)
+			mb_inbox_each(&h->inbox, fn, ctx);
+	mb_lock_release(&heaps_lock);
+}
+
 /* Objects of bin (k, c) counted into out's totals. */
 static void add_totals(struct mb_counts *out, int k, unsigned c, uint64_t nalloc, uint64_t nfree)
 {
@@ -925,9 +1012,15 @@ void mb_theap_fork_child(void)
 	 * for reuse. Their run caches are lost, as their objects are. */
 	struct mb_theap *self = mb_self.heap;
 	for (struct mb_theap *h = all_heaps; h; h = h->next) {
-		if (!h->in_use || h == self || h == &orphan)
+		if (!h->in_use || h == &orphan)
+			continue;
+		/* What the child's one thread can take of the posts. */
+		mb_inbox_fork_child(&h->inbox);
+		if (h == self)
 			continue;
 		mb_theap_flush_cache(h, 0);
+		mb_inbox_close(&h->inbox); /* opened again with the heap */
+		drain_inbox(h, 0);
 		let_go_all(h);
 		fold_counters(h);
 		memset(&h->runs, 0, sizeof h->runs);

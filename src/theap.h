@@ -43,6 +43,7 @@
 
 #include "compiler.h"
 #include "heap.h"
+#include "inbox.h"
 #include "lockstat.h"
 #include "runcache.h"
 #include "sizeclass.h"
@@ -142,6 +143,10 @@ struct mb_theap {
 	struct mb_theap *next, *prev; /* every heap, in use or kept for reuse */
 	int in_use;
 	struct mb_runcache runs;   /* freed page runs of up to MB_RUN_MAX */
+	/* Objects of its slabs that other threads freed (inbox.h), taken by
+	 * the owner before each free of its own that leaves the fast path
+	 * and on its slow paths; closed when its thread exits. */
+	struct mb_inbox inbox;
 };
 
 /* This thread's heap is mb_self.heap; mb_self.heap_busy is set while it is
@@ -170,6 +175,17 @@ void mb_theap_freed(struct mb_theap *h, struct mb_slab *s);
  * bit (no slab changed hands or lists here: nothing for the purge), 1
  * otherwise. */
 int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
+
+/* p, the start of object i of slab s, freed by the thread whose heap is
+ * h (not NULL), when s belongs to another thread's heap: checked against
+ * that owner's bits, then posted to its inbox. Returns 1 if posted, 0 if
+ * the caller must free it the usual way (s is h's, abandoned or the
+ * orphan heap's, p is a sample, or the owner's inbox is full or closed).
+ * A double free that the bits show is reported with its address. */
+int mb_theap_post_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
+/* Free what other threads posted to h's inbox, as h's owner would have
+ * (h: the calling thread's heap); errno is left as it was. */
+void mb_theap_drain(struct mb_theap *h);
 
 /* The heap of threads that have none (before their set-up, while it runs,
  * after their exit): used under its own lock, taken by these two. */
@@ -227,6 +243,10 @@ void mb_theap_sum_classes(struct mb_class_counts *out);
  * every heap in use, read as it is now; under the list of heaps' lock,
  * none of the allocator's other locks held. */
 void mb_theap_hot_each(void (*fn)(void *ctx, const void *p), void *ctx);
+/* fn(ctx, p) for each object other threads posted to a heap in use and
+ * its owner has not taken yet (inbox.h), read as it is now; under the list
+ * of heaps' lock, none of the allocator's other locks held. */
+void mb_theap_posted_each(void (*fn)(void *ctx, const void *p), void *ctx);
 /* Around fork: every heap's lock; in the child only the forking thread's
  * heap lives on, the others' slabs are abandoned. */
 void mb_theap_fork_prepare(void);
@@ -339,7 +359,7 @@ static inline int mb_slab_settle_due(const struct mb_slab *s)
 	       (s->used == 0 && s->list != MB_SLAB_CURRENT);
 }
 
-static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp)
+static inline int mb_theap_push_now(struct mb_theap *h, void *p, struct mb_slab **sp)
 {
 	/* Everything but the bitmap word from the page record and the
 	 * slab's magic number beside it: the descriptor's first line stays
@@ -396,6 +416,16 @@ static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp
 	if (mb_unlikely((tc->nfree & (MB_TCACHE_STORM_EVERY - 1)) == 0))
 		return 3;
 	return mb_unlikely(mb_slab_settle_due(s)) ? 2 : 1;
+}
+
+/* mb_theap_push, once h's inbox holds nothing: an object another thread
+ * freed and posted may be p, whose free is then a double free, which the
+ * push must see (the general path takes the inbox first). */
+static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp)
+{
+	if (mb_unlikely(h != NULL && mb_inbox_pending(&h->inbox)))
+		return 0;
+	return mb_theap_push_now(h, p, sp);
 }
 
 #endif

@@ -5,6 +5,11 @@
  * Background threads allocate and free all the time (small, medium and
  * large sizes, realloc, malloc_trim and mallinfo2, which hold the heap lock
  * for longer), so a fork lands at random points inside the allocator.
+ * They also swap small objects through a shared table and free what they
+ * find there, which another thread allocated: those frees are posted to
+ * the allocating thread's inbox, so forks land among posts in flight and
+ * waiting; every child frees what the table holds, objects of heaps whose
+ * threads it does not have.
  * Another thread takes libmbuddy's statistics without a pause (their
  * memory account reads /proc/self/smaps under locks of its own), and every
  * child takes them once. The main thread forks repeatedly; some forks are made from another
@@ -81,6 +86,31 @@ static void *stats_taker(void *arg)
 	return NULL;
 }
 
+/* Small objects any busy thread may free: each starts with its own
+ * address, checked before the free. */
+#define XCHG 1024
+static void *_Atomic xchg[XCHG];
+
+static void *xchg_new(uint64_t *r)
+{
+	size_t n = pt_rand_log(r, sizeof(uintptr_t), 2 * KiB);
+	uintptr_t *q = malloc(n);
+	PT_REQUIRE(q != NULL, "exchange: allocation of %zu failed", n);
+	*q = (uintptr_t)q;
+	return q;
+}
+
+/* Returns 0 if old was intact (or NULL) and is freed. */
+static int xchg_free(void *old)
+{
+	if (!old)
+		return 0;
+	if (*(uintptr_t *)old != (uintptr_t)old)
+		return 1;
+	free(old);
+	return 0;
+}
+
 static void *busy(void *arg)
 {
 	uint64_t r = 0x51ED27A1F00DULL * ((uintptr_t)arg + 3);
@@ -101,6 +131,9 @@ static void *busy(void *arg)
 			slot[i] = op < 300 ? calloc(1, len[i]) : malloc(len[i]);
 			PT_REQUIRE(slot[i] != NULL, "busy thread: allocation of %zu failed", len[i]);
 			memset(slot[i], (int)(i & 0xff), len[i] < 4096 ? len[i] : 4096);
+		} else if (op >= 900) {
+			void *old = atomic_exchange(&xchg[pt_rand(&r) % XCHG], xchg_new(&r));
+			PT_REQUIRE(xchg_free(old) == 0, "busy thread: exchanged block %p damaged", old);
 		} else if (op < 600) {
 			unsigned char *c = slot[i];
 			PT_REQUIRE(c[0] == (unsigned char)(i & 0xff), "busy thread: block %p damaged", slot[i]);
@@ -231,6 +264,12 @@ static int child_work(uint64_t seed)
 		gn = n;
 	}
 	free(g);
+	/* What the exchange holds: objects of the parent's other threads,
+	 * some of them posted to an inbox of a heap this child lets go of,
+	 * or to this thread's. */
+	for (int i = 0; i < XCHG; i++)
+		if (xchg_free(atomic_exchange(&xchg[i], NULL)))
+			return 24;
 	/* A thread of the child's own. */
 	pthread_t t;
 	void *res = (void *)1;
@@ -411,8 +450,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NBUSY; i++)
 		pthread_join(b[i], NULL);
 	pthread_join(taker, NULL);
+	int damaged = 0;
+	for (int i = 0; i < XCHG; i++)
+		damaged += xchg_free(atomic_exchange(&xchg[i], NULL));
 
 	PT_CHECK(failed == 0, "%d of %d children failed", failed, forks);
+	PT_CHECK(damaged == 0, "%d exchanged blocks damaged", damaged);
 	PT_CHECK(atomic_load(&busy_ops) > 1000, "the busy threads did only %ld operations", atomic_load(&busy_ops));
 	pt_msg("%d forks (%d from other threads, %d nested), %ld operations by busy threads, %.2f s", forks,
 	       from_threads, nested, atomic_load(&busy_ops), now_s() - t0);

@@ -25,6 +25,7 @@ unit_tests = \
 	tests/unit/test_purge \
 	tests/unit/test_background \
 	tests/unit/test_own_thread \
+	tests/unit/test_inbox \
 	tests/unit/test_slab \
 	tests/unit/test_site \
 	tests/unit/test_huge \
@@ -72,6 +73,8 @@ tests_unit_test_background_SOURCES = tests/unit/test_background.c
 tests_unit_test_background_LDADD = $(unit_ldadd)
 tests_unit_test_own_thread_SOURCES = tests/unit/test_own_thread.c
 tests_unit_test_own_thread_LDADD = $(unit_ldadd)
+tests_unit_test_inbox_SOURCES = tests/unit/test_inbox.c
+tests_unit_test_inbox_LDADD = $(unit_ldadd)
 tests_unit_test_slab_SOURCES = tests/unit/test_slab.c
 tests_unit_test_slab_LDADD = $(unit_ldadd)
 tests_unit_test_site_SOURCES = tests/unit/test_site.c

@@ -17,8 +17,12 @@
  * back the last freed object first, keeps its objects' pages from the
  * purge, and empties into the slabs when the heap gives memory back, at
  * exit, and bin by bin when no allocation took from a bin for a purge
- * period, whose current slab then stops being current. The buddy checker
- * runs after every phase.
+ * period, whose current slab then stops being current; frees posted to the
+ * owner's inbox (inbox.h) leave its bits alone until it takes them, none
+ * lost, a full inbox sends them to the remote bits, double frees through
+ * it abort with the address, an exiting owner takes its posts, and a
+ * fork's child takes every heap's. The buddy checker runs after every
+ * phase.
  *
  * The heap is set up once for the whole program: thread heaps live in
  * metadata outside it and stay on the list of heaps, so every test gives
@@ -1300,5 +1304,262 @@ TEST(idle_bins_age_back_into_their_slabs)
 	give(h, vi[0]);
 	mb_theap_give_back(h);
 	mb_theap_destroy(h);
+	all_back();
+}
+
+/* ---- frees posted to the owner's inbox (inbox.h) ---- */
+
+/* A free of p by the thread of heap `by`, which does not own p's slab, as
+ * alloc.c's free_slow tries it first: 1 if posted. */
+static int post(struct mb_theap *by, void *p)
+{
+	struct mb_slab *s;
+	uint32_t i;
+	slab_and_index(p, &s, &i);
+	return mb_theap_post_free(by, s, i, p);
+}
+
+/* The owner's free when posts wait, as free_slow does it: the posts
+ * taken, then p pushed (or freed the general way). */
+static void owner_free(struct mb_theap *h, void *p)
+{
+	struct mb_slab *s;
+	int r = mb_theap_push(h, p, &s);
+	if (r == 0 && mb_inbox_pending(&h->inbox)) {
+		mb_theap_drain(h);
+		r = mb_theap_push_now(h, p, &s);
+	}
+	if (r == 2)
+		mb_theap_freed(h, s);
+	else if (r == 3)
+		mb_theap_look(h, s);
+	else if (r == 0) {
+		uint32_t i;
+		slab_and_index(p, &s, &i);
+		mb_theap_free(h, s, i, p);
+	}
+}
+
+/* Whether p is free to its owner h: in its bits, its cache or hot. */
+static int free_to(struct mb_theap *h, void *p)
+{
+	struct mb_slab *s;
+	uint32_t i;
+	slab_and_index(p, &s, &i);
+	return mb_slab_is_free(s, i) || mb_theap_is_hot(h, s, p);
+}
+
+TEST(posted_frees_are_taken_by_their_owner)
+{
+	heap();
+	const unsigned c = 3;
+	unsigned n = 2 * mb_classes[c].nobj;
+	ASSERT_LE(n, MB_INBOX_SLOTS);
+	void **v = malloc(n * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (int cache = 0; cache <= 1; cache++) {
+		thread_cache(cache);
+		struct mb_theap *h = mb_theap_create(), *h2 = mb_theap_create();
+		for (unsigned k = 0; k < n; k++)
+			v[k] = take(h, MB_DEFAULT_TYPE, c);
+		size_t pages = mb_heap.slab_pages;
+		for (unsigned k = 0; k < n; k++)
+			ASSERT_EQ(post(h2, v[k]), 1);
+		/* Nothing of the owner's written: still live, no remote bit. */
+		ASSERT(mb_inbox_pending(&h->inbox));
+		for (unsigned k = 0; k < n; k++) {
+			struct mb_slab *s;
+			uint32_t i;
+			slab_and_index(v[k], &s, &i);
+			ASSERT(!free_to(h, v[k]));
+			ASSERT_EQ((s->remote[i >> 6] >> (i & 63)) & 1, 0);
+		}
+		mb_theap_drain(h);
+		ASSERT(!mb_inbox_pending(&h->inbox));
+		for (unsigned k = 0; k < n; k++)
+			ASSERT(free_to(h, v[k]));
+		/* All taken again with no new slab: none lost. */
+		for (unsigned k = 0; k < n; k++)
+			v[k] = take(h, MB_DEFAULT_TYPE, c);
+		ASSERT_EQ(mb_heap.slab_pages, pages);
+		for (unsigned k = 0; k < n; k++)
+			give(h, v[k]);
+		mb_theap_give_back(h);
+		mb_theap_destroy(h);
+		mb_theap_destroy(h2);
+		all_back();
+	}
+	free(v);
+}
+
+TEST(a_full_inbox_refuses_and_the_free_sets_a_remote_bit)
+{
+	heap();
+	thread_cache(1);
+	const unsigned c = 0, n = MB_INBOX_SLOTS + 40;
+	void **v = malloc(n * sizeof *v);
+	ASSERT_NE(v, NULL);
+	struct mb_theap *h = mb_theap_create(), *h2 = mb_theap_create();
+	for (unsigned k = 0; k < n; k++)
+		v[k] = take(h, MB_DEFAULT_TYPE, c);
+	unsigned posted = 0;
+	for (unsigned k = 0; k < n; k++) {
+		if (post(h2, v[k])) {
+			posted++;
+			continue;
+		}
+		give(h2, v[k]); /* the usual way: its remote bit */
+		struct mb_slab *s;
+		uint32_t i;
+		slab_and_index(v[k], &s, &i);
+		ASSERT_EQ((s->remote[i >> 6] >> (i & 63)) & 1, 1);
+	}
+	ASSERT_EQ(posted, MB_INBOX_SLOTS);
+	/* The owner's next free takes the posts first. */
+	void *mine = take(h, MB_DEFAULT_TYPE, c);
+	owner_free(h, mine);
+	ASSERT(!mb_inbox_pending(&h->inbox));
+	for (unsigned k = 0; k < n; k++)
+		ASSERT(free_to(h, v[k]));
+	mb_theap_give_back(h);
+	mb_theap_destroy(h);
+	mb_theap_destroy(h2);
+	all_back();
+	free(v);
+}
+
+TEST(an_exiting_owner_takes_its_posts)
+{
+	heap();
+	thread_cache(1);
+	const unsigned c = 5, n = 50;
+	void *v[50];
+	struct mb_theap *h = mb_theap_create(), *h2 = mb_theap_create();
+	for (unsigned k = 0; k < n; k++)
+		v[k] = take(h, MB_DEFAULT_TYPE, c);
+	for (unsigned k = 0; k < n; k++)
+		ASSERT_EQ(post(h2, v[k]), 1);
+	/* Its thread exits with the posts waiting: none is lost, every slab
+	 * goes back whole, and the closed inbox refuses posts. */
+	mb_theap_destroy(h);
+	ASSERT_EQ(mb_inbox_post(&h->inbox, v[0]), 0);
+	mb_theap_destroy(h2);
+	all_back();
+}
+
+/* Who frees the object first and second through the inbox: its owner,
+ * or another thread that posts it. */
+enum posted_double { OWNER_THEN_POST, POST_THEN_POST, POST_THEN_OWNER };
+
+static void posted_double_free(void *arg)
+{
+	enum posted_double d = *(const enum posted_double *)arg;
+	struct mb_theap *h = mb_theap_create(), *h2 = mb_theap_create(), *h3 = mb_theap_create();
+	void *keep = take(h, MB_DEFAULT_TYPE, 2);
+	void *p = take(h, MB_DEFAULT_TYPE, 2);
+	printf("object %p\n", p);
+	fflush(stdout);
+	switch (d) {
+	case OWNER_THEN_POST: /* caught by the post, from the owner's bits */
+		owner_free(h, p);
+		post(h2, p);
+		break;
+	case POST_THEN_POST: /* both posted; caught when the owner takes them */
+		ASSERT_EQ(post(h2, p), 1);
+		ASSERT_EQ(post(h3, p), 1);
+		mb_theap_drain(h);
+		break;
+	case POST_THEN_OWNER: /* caught by the owner's free, which takes the post first */
+		ASSERT_EQ(post(h2, p), 1);
+		owner_free(h, p);
+		break;
+	}
+	(void)keep;
+	printf("not caught\n");
+}
+
+TEST(posted_double_frees_abort_with_the_address)
+{
+	heap();
+	for (int cache = 0; cache <= 1; cache++) {
+		thread_cache(cache);
+		for (enum posted_double d = OWNER_THEN_POST; d <= POST_THEN_OWNER; d++)
+			expect_abort_in(posted_double_free, &d);
+	}
+	all_back();
+}
+
+/* ---- fork with posts waiting ---- */
+
+struct fork_posts {
+	struct mb_theap *h, *h2;
+	void **a, **b;
+	unsigned n;
+};
+
+/* The child: h's thread forked, h2's is not in it. */
+static void fork_child_with_posts(void *arg)
+{
+	struct fork_posts *f = arg;
+	mb_self.heap = f->h;
+	mb_theap_fork_prepare();
+	mb_theap_fork_child();
+	/* h2's posts were taken as it was let go of; h's are takeable past
+	 * the slot that a thread of the parent claimed and never filled. */
+	mb_theap_drain(f->h);
+	ASSERT(!mb_inbox_pending(&f->h->inbox));
+	for (unsigned k = 0; k < f->n; k++)
+		ASSERT(free_to(f->h, f->a[k]));
+	mb_theap_give_back(f->h);
+	mb_theap_destroy(f->h);
+	all_back();
+	printf("child done\n");
+}
+
+TEST(fork_child_takes_every_heap_s_posts)
+{
+	heap();
+	thread_cache(1);
+	const unsigned c = 4, n = 20;
+	void *a[20], *b[20];
+	struct mb_theap *h = mb_theap_create(), *h2 = mb_theap_create();
+	for (unsigned k = 0; k < n; k++) {
+		a[k] = take(h, MB_DEFAULT_TYPE, c);
+		b[k] = take(h2, MB_DEFAULT_TYPE, c);
+	}
+	for (unsigned k = 0; k < n / 2; k++)
+		ASSERT_EQ(post(h2, a[k]), 1);
+	/* A post of a thread the child will not have: slot claimed, never
+	 * filled there. */
+	uint64_t claimed = h->inbox.tail;
+	h->inbox.tail = claimed + 1;
+	for (unsigned k = n / 2; k < n; k++)
+		ASSERT_EQ(post(h2, a[k]), 1);
+	for (unsigned k = 0; k < n; k++)
+		ASSERT_EQ(post(h, b[k]), 1);
+	struct fork_posts f = { h, h2, a, b, n };
+	struct test_child ch;
+	test_child_run(&ch, fork_child_with_posts, &f);
+	if (ch.status != 0)
+		FAIL("child: status %d: %s", ch.status, ch.out);
+	ASSERT_CONTAINS(ch.out, "child done");
+
+	/* The parent: the claimed post arrives (an object of h's), then the
+	 * rest are taken in order. */
+	void *late = take(h, MB_DEFAULT_TYPE, c);
+	struct mb_inbox_slot *slot = &h->inbox.slot[claimed % MB_INBOX_SLOTS];
+	slot->p = late;
+	__atomic_store_n(&slot->seq, claimed + 1, __ATOMIC_RELEASE);
+	mb_theap_drain(h);
+	mb_theap_drain(h2);
+	for (unsigned k = 0; k < n; k++) {
+		ASSERT(free_to(h, a[k]));
+		ASSERT(free_to(h2, b[k]));
+	}
+	ASSERT(free_to(h, late));
+	mb_theap_give_back(h);
+	mb_theap_give_back(h2);
+	mb_theap_destroy(h);
+	mb_theap_destroy(h2);
 	all_back();
 }
