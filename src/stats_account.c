@@ -105,14 +105,15 @@ void mb_stats_write_account_text(struct mb_out *o, const struct mb_account *now,
 		if (pos < 4)
 			top[pos] = c;
 	}
-	mb_out_str(o, "  free pages not yet returned, by the pageblock's type:");
-	for (int t = 0; t <= MB_NTYPES; t++)
-		mb_out_fmt(o, " %s %.1f MiB%s", t < MB_NTYPES ? mb_type_names[t] : "pool", mib(a->free_pages_type[t]),
-			   t < MB_NTYPES ? "," : "\n");
+	/* Under the free bytes in slabs, whose split it is. */
 	mb_out_str(o, "    by size class, the most:");
 	for (unsigned i = 0; i < ntop; i++)
 		mb_out_fmt(o, " %u B %.2f MiB%s", mb_classes[top[i]].size, mib(a->slab_free_class[top[i]]),
 			   i + 1 < ntop ? "," : "\n");
+	mb_out_str(o, "  free pages not yet returned, by the pageblock's type:");
+	for (int t = 0; t <= MB_NTYPES; t++)
+		mb_out_fmt(o, " %s %.1f MiB%s", t < MB_NTYPES ? mb_type_names[t] : "pool", mib(a->free_pages_type[t]),
+			   t < MB_NTYPES ? "," : "\n");
 	mb_out_str(o, "\n");
 }
 
