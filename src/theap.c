@@ -409,6 +409,18 @@ static void drain_inbox(struct mb_theap *h, int cache)
 {
 	void *p;
 	while ((p = mb_inbox_take(&h->inbox)) != NULL) {
+		/* As the owner's own free: the push checks the object is a
+		 * live one of h's slabs, not cached and not hot. */
+		if (cache) {
+			struct mb_slab *fs;
+			int r = mb_theap_push_now(h, p, &fs);
+			if (r == 2)
+				mb_theap_freed(h, fs);
+			else if (r == 3)
+				mb_theap_look(h, fs);
+			if (r)
+				continue;
+		}
 		/* Posted as the start of a live object of a slab of h; a
 		 * second free of it may have come first since. */
 		struct mb_slab *s = mb_theap_slab_of(p);
@@ -423,18 +435,7 @@ static void drain_inbox(struct mb_theap *h, int cache)
 		}
 		if (mb_slab_is_free(s, (uint32_t)i) || mb_theap_is_hot(h, s, p))
 			mb_fatal_pointer("free", "double free detected (freed by two threads)", p);
-		if (!cache) {
-			free_owned(h, s, (uint32_t)i, p);
-			continue;
-		}
-		struct mb_slab *fs;
-		int r = mb_theap_push_now(h, p, &fs);
-		if (r == 2)
-			mb_theap_freed(h, fs);
-		else if (r == 3)
-			mb_theap_look(h, fs);
-		else if (r == 0)
-			free_owned(h, s, (uint32_t)i, p);
+		free_owned(h, s, (uint32_t)i, p);
 	}
 }
 
