@@ -127,11 +127,17 @@ static void slab_and_index(void *p, struct mb_slab **sp, uint32_t *ip)
 }
 
 /* A free as raw_free() does it, by h (which may not own p; NULL: a
- * thread with no heap of its own, seen as another thread). */
+ * thread with no heap of its own, seen as another thread), with the
+ * posts waiting in h's inbox taken first when the push declines for them,
+ * as free_slow does. */
 static void give(struct mb_theap *h, void *p)
 {
 	struct mb_slab *s;
 	int r = mb_theap_push(h, p, &s);
+	if (r == 0 && h && mb_inbox_pending(&h->inbox)) {
+		mb_theap_drain(h);
+		r = mb_theap_push_now(h, p, &s);
+	}
 	if (r == 2)
 		mb_theap_freed(h, s);
 	else if (r == 3)
@@ -1319,27 +1325,6 @@ static int post(struct mb_theap *by, void *p)
 	return mb_theap_post_free(by, s, i, p);
 }
 
-/* The owner's free when posts wait, as free_slow does it: the posts
- * taken, then p pushed (or freed the general way). */
-static void owner_free(struct mb_theap *h, void *p)
-{
-	struct mb_slab *s;
-	int r = mb_theap_push(h, p, &s);
-	if (r == 0 && mb_inbox_pending(&h->inbox)) {
-		mb_theap_drain(h);
-		r = mb_theap_push_now(h, p, &s);
-	}
-	if (r == 2)
-		mb_theap_freed(h, s);
-	else if (r == 3)
-		mb_theap_look(h, s);
-	else if (r == 0) {
-		uint32_t i;
-		slab_and_index(p, &s, &i);
-		mb_theap_free(h, s, i, p);
-	}
-}
-
 /* Whether p is free to its owner h: in its bits, its cache or hot. */
 static int free_to(struct mb_theap *h, void *p)
 {
@@ -1417,7 +1402,7 @@ TEST(a_full_inbox_refuses_and_the_free_sets_a_remote_bit)
 	ASSERT_EQ(posted, MB_INBOX_SLOTS);
 	/* The owner's next free takes the posts first. */
 	void *mine = take(h, MB_DEFAULT_TYPE, c);
-	owner_free(h, mine);
+	give(h, mine);
 	ASSERT(!mb_inbox_pending(&h->inbox));
 	for (unsigned k = 0; k < n; k++)
 		ASSERT(free_to(h, v[k]));
@@ -1461,7 +1446,7 @@ static void posted_double_free(void *arg)
 	fflush(stdout);
 	switch (d) {
 	case OWNER_THEN_POST: /* caught by the post, from the owner's bits */
-		owner_free(h, p);
+		give(h, p);
 		post(h2, p);
 		break;
 	case POST_THEN_POST: /* both posted; caught when the owner takes them */
@@ -1471,7 +1456,7 @@ static void posted_double_free(void *arg)
 		break;
 	case POST_THEN_OWNER: /* caught by the owner's free, which takes the post first */
 		ASSERT_EQ(post(h2, p), 1);
-		owner_free(h, p);
+		give(h, p);
 		break;
 	}
 	(void)keep;
