@@ -423,9 +423,9 @@ static inline int mb_theap_push_now(struct mb_theap *h, void *p, struct mb_slab 
 	return mb_unlikely(mb_slab_settle_due(s)) ? 2 : 1;
 }
 
-/* mb_theap_push, once h's inbox holds nothing: an object another thread
- * freed and posted may be p, whose free is then a double free, which the
- * push must see (the general path takes the inbox first). */
+/* mb_theap_push_now, unless posts wait in h's inbox: one of them may be
+ * p, whose free is then a double free that the push must see. The
+ * general path (free_posted in alloc.c) takes them first. */
 static inline int mb_theap_push(struct mb_theap *h, void *p, struct mb_slab **sp)
 {
 	if (mb_unlikely(h != NULL && mb_inbox_pending(&h->inbox)))
