@@ -31,7 +31,7 @@ int mb_inbox_post(struct mb_inbox *in, void *p)
 			t = __atomic_load_n(&in->tail, __ATOMIC_RELAXED); /* another post took t */
 		}
 	}
-	slot->p = p;
+	__atomic_store_n(&slot->p, p, __ATOMIC_RELAXED); /* the account reads it (mb_inbox_each) */
 	__atomic_store_n(&slot->seq, t + 1, __ATOMIC_RELEASE);
 	return 1;
 }
@@ -42,7 +42,7 @@ void *mb_inbox_take(struct mb_inbox *in)
 	struct mb_inbox_slot *slot = in->next;
 	if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != h + 1)
 		return NULL;
-	void *p = slot->p;
+	void *p = __atomic_load_n(&slot->p, __ATOMIC_RELAXED);
 	/* Free for the post SLOTS later. */
 	__atomic_store_n(&slot->seq, h + MB_INBOX_SLOTS, __ATOMIC_RELEASE);
 	__atomic_store_n(&in->head, h + 1, __ATOMIC_RELAXED); /* the account reads it */
