@@ -10,8 +10,8 @@
 #include "harness.h"
 #include "account.h"
 #include "large.h"
+#include "out.h"
 
-#include <fcntl.h>
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -21,12 +21,8 @@
 static uint64_t anon_huge_now(void)
 {
 	char buf[4096];
-	int fd = open("/proc/self/smaps_rollup", O_RDONLY);
-	if (fd < 0)
+	if (mb_read_small("/proc/self/smaps_rollup", buf, sizeof buf) <= 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
 	const char *f = strstr(buf, "\nAnonHugePages:");
 	return f ? (uint64_t)strtoull(f + 15, NULL, 10) << 10 : 0;
 }
