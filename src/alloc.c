@@ -69,8 +69,14 @@ static void *large_alloc(size_t n, size_t align, int key, int zero)
 
 /* A small object from h's slabs, or with no heap from the orphan heap;
  * retried once after the caches were given back. */
+static void slabs_moved(void);
+
 static void *small_from(struct mb_theap *h, size_t n, int key, unsigned c)
 {
+	/* A thread that allocates and seldom frees (a producer) takes what
+	 * other threads posted to it here, before its inbox fills. */
+	if (h && mb_unlikely(mb_inbox_pending(&h->inbox)) && mb_theap_drain(h))
+		slabs_moved();
 	void *p = h ? mb_theap_alloc_slow(h, key, c, n) : mb_orphan_alloc(key, c, n);
 	if (mb_unlikely(p == NULL)) {
 		if (give_back_cache())
@@ -244,7 +250,8 @@ __attribute__((noinline)) void mb_free_look(struct mb_slab *s)
 static int free_posted(struct mb_theap *h, void *p)
 {
 	if (mb_inbox_pending(&h->inbox)) {
-		mb_theap_drain(h);
+		if (mb_theap_drain(h))
+			slabs_moved();
 		struct mb_slab *s;
 		int r = mb_theap_push_now(mb_self.fast, p, &s);
 		if (r == 2)

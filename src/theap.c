@@ -262,10 +262,6 @@ static struct mb_slab *next_slab(struct mb_theap *h, int key, unsigned c, struct
 
 void *mb_theap_alloc_slow(struct mb_theap *h, int key, unsigned c, size_t n)
 {
-	/* A thread that allocates and seldom frees (a producer) takes its
-	 * posts here, before its inbox fills. */
-	if (mb_unlikely(mb_inbox_pending(&h->inbox)))
-		mb_theap_drain(h);
 	struct mb_tcache *tc = mb_theap_tcache(h, key, c);
 	void *hot = tc->hot;
 	if (hot && !tc->n) {
@@ -321,8 +317,9 @@ void mb_theap_freed(struct mb_theap *h, struct mb_slab *s)
 	mb_theap_tick(h);
 }
 
-/* Object i of s, owned by h (whose owner or lock the caller is). */
-static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
+/* Object i of s, owned by h (whose owner or lock the caller is). Returns
+ * 1 if s changed lists (mb_theap_freed). */
+static int free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 {
 	struct mb_slab_word *w = &s->w[i >> 6];
 	uint64_t bit = (uint64_t)1 << (i & 63);
@@ -335,8 +332,10 @@ static void free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 	s->used--;
 	mark_used(h, s->key, s->sclass);
 	mb_theap_tcache(h, s->key, s->sclass)->nfree++;
-	if (mb_slab_settle_due(s))
-		mb_theap_freed(h, s);
+	if (!mb_slab_settle_due(s))
+		return 0;
+	mb_theap_freed(h, s);
+	return 1;
 }
 
 int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
@@ -404,20 +403,24 @@ int mb_theap_post_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *
 
 /* With cache, as the owner's own frees (into its thread cache first);
  * without, straight into the slabs (a heap whose thread is gone or
- * going, whose thread cache is let go of). */
-static void drain_inbox(struct mb_theap *h, int cache)
+ * going, whose thread cache is let go of). Returns 1 if a slab changed
+ * lists or hands. */
+static int drain_inbox(struct mb_theap *h, int cache)
 {
 	void *p;
+	int moved = 0;
 	while ((p = mb_inbox_take(&h->inbox)) != NULL) {
 		/* As the owner's own free: the push checks the object is a
 		 * live one of h's slabs, not cached and not hot. */
 		if (cache) {
 			struct mb_slab *fs;
 			int r = mb_theap_push_now(h, p, &fs);
-			if (r == 2)
+			if (r == 2) {
 				mb_theap_freed(h, fs);
-			else if (r == 3)
-				mb_theap_look(h, fs);
+				moved = 1;
+			} else if (r == 3) {
+				moved |= mb_theap_look(h, fs);
+			}
 			if (r)
 				continue;
 		}
@@ -430,20 +433,22 @@ static void drain_inbox(struct mb_theap *h, int cache)
 		if (mb_slab_owner(s) != h) {
 			/* Posted to this heap's earlier thread, whose slabs
 			 * went to others when it exited. */
-			mb_theap_free(h, s, (uint32_t)i, p);
+			moved |= mb_theap_free(h, s, (uint32_t)i, p);
 			continue;
 		}
 		if (mb_slab_is_free(s, (uint32_t)i) || mb_theap_is_hot(h, s, p))
 			mb_fatal_pointer("free", "double free detected (freed by two threads)", p);
-		free_owned(h, s, (uint32_t)i, p);
+		moved |= free_owned(h, s, (uint32_t)i, p);
 	}
+	return moved;
 }
 
-void mb_theap_drain(struct mb_theap *h)
+int mb_theap_drain(struct mb_theap *h)
 {
 	int saved = errno; /* a malloc or free that succeeds leaves errno as it was */
-	drain_inbox(h, 1);
+	int moved = drain_inbox(h, 1);
 	errno = saved;
+	return moved;
 }
 
 /* ---- the thread cache ---- */

@@ -189,8 +189,10 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
  * A double free that the bits show is reported with its address. */
 int mb_theap_post_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
 /* Free what other threads posted to h's inbox, as h's owner would have
- * (h: the calling thread's heap); errno is left as it was. */
-void mb_theap_drain(struct mb_theap *h);
+ * (h: the calling thread's heap); errno is left as it was. Returns 1 if a
+ * slab changed lists or hands: the caller tells the purge, as after a
+ * free fast path that settles a slab. */
+int mb_theap_drain(struct mb_theap *h);
 
 /* The heap of threads that have none (before their set-up, while it runs,
  * after their exit): used under its own lock, taken by these two. */
