@@ -295,9 +295,12 @@ static __attribute__((noinline)) void free_slow(void *p, const char *func)
 		 * out, and sample it, again. */
 		if (mb_slab_is_sampled(s, i))
 			mb_classify_freed(p);
-		if (h)
-			may_queue = mb_theap_free(h, s, i, p);
-		else
+		if (h) {
+			int r = mb_theap_free(h, s, i, p);
+			may_queue = r == 1;
+			if (r == 2)
+				slabs_moved(); /* as mb_free_settle */
+		} else
 			mb_orphan_free(s, i, p);
 	} else {
 		if (m->user16 & MB_LARGE_SAMPLED)

@@ -341,10 +341,8 @@ static int free_owned(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p
 int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 {
 	struct mb_theap *o = mb_slab_owner(s);
-	if (o == h && h) {
-		free_owned(h, s, i, p);
-		return 1;
-	}
+	if (o == h && h)
+		return free_owned(h, s, i, p) ? 2 : 1;
 	if (o == &orphan && h != &orphan) {
 		/* Nobody collects the orphan heap's remote frees: its
 		 * objects are freed as its owner, under its lock. */
@@ -357,7 +355,7 @@ int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p)
 		q_push(&h->partial[s->key][s->sclass], s, MB_SLAB_PARTIAL);
 		mb_lock_release(&h->lock);
 		free_owned(h, s, i, p);
-		return 1;
+		return 2;
 	}
 	/* The owner's hot object (theap.h): caught here if it is hot still,
 	 * else before the owner hands it out again. */
@@ -433,7 +431,7 @@ static int drain_inbox(struct mb_theap *h, int cache)
 		if (mb_slab_owner(s) != h) {
 			/* Posted to this heap's earlier thread, whose slabs
 			 * went to others when it exited. */
-			moved |= mb_theap_free(h, s, (uint32_t)i, p);
+			moved |= mb_theap_free(h, s, (uint32_t)i, p) == 2;
 			continue;
 		}
 		if (mb_slab_is_free(s, (uint32_t)i) || mb_theap_is_hot(h, s, p))

@@ -177,8 +177,9 @@ void mb_theap_freed(struct mb_theap *h, struct mb_slab *s);
  * sample must have been reported to classification first: once the
  * object is free, its owner may hand it out and sample it again. Returns
  * 0 when the object went back to another thread's slab with a remote
- * bit (no slab changed hands or lists here: nothing for the purge), 1
- * otherwise. */
+ * bit (no slab changed hands or lists here: nothing for the purge); 2
+ * when a slab changed lists or hands (the caller tells the purge, as
+ * after a free fast path that settles a slab); 1 otherwise. */
 int mb_theap_free(struct mb_theap *h, struct mb_slab *s, uint32_t i, void *p);
 
 /* p, the start of object i of slab s, freed by the thread whose heap is

@@ -384,6 +384,44 @@ TEST(emptied_slabs_kept_to_the_budget_then_swept)
 	free(v);
 }
 
+/* The general path's free (samples, and whatever the push declines)
+ * says when the slab changed lists, as the push does (2): the caller
+ * then tells the purge, which gives back kept empty slabs only when told. */
+TEST(general_path_free_says_when_its_slab_moved)
+{
+	heap();
+	const unsigned c = MB_NCLASSES - 1;
+	const struct mb_class_info *ci = &mb_classes[c];
+	struct mb_theap *h = mb_theap_create();
+	ASSERT_NE(h, NULL);
+	const size_t n = 2 * ci->nobj;
+	void **v = malloc(n * sizeof *v);
+	ASSERT_NE(v, NULL);
+	for (size_t k = 0; k < n; k++)
+		v[k] = take(h, MB_DEFAULT_TYPE, c);
+	struct mb_slab *s;
+	uint32_t i;
+	slab_and_index(v[0], &s, &i);
+	ASSERT_EQ(s->list, MB_SLAB_FULL);
+	unsigned moves = 0;
+	for (size_t k = 0; k < n; k++) {
+		struct mb_slab *sk;
+		slab_and_index(v[k], &sk, &i);
+		int before = sk->list;
+		int r = mb_theap_free(h, sk, i, v[k]);
+		ASSERT_NE(r, 0);
+		/* An emptied slab stays (kept, or current): its list is read. */
+		ASSERT_EQ(r == 2, sk->list != before);
+		moves += r == 2;
+	}
+	/* The full one went to the partial list, then to the kept ones. */
+	ASSERT_GE(moves, 2);
+	ASSERT_EQ(s->list, MB_SLAB_EMPTY);
+	mb_theap_destroy(h);
+	all_back();
+	free(v);
+}
+
 /* The rule itself, on a descriptor of each size: a full slab settles at
  * exactly max(nobj / 4, min(nobj / 2, 8)) free objects, an empty one
  * unless it is current, and a partial or current one otherwise never. */
