@@ -386,7 +386,8 @@ TEST(emptied_slabs_kept_to_the_budget_then_swept)
 
 /* The general path's free (samples, and whatever the push declines)
  * says when the slab changed lists, as the push does (2): the caller
- * then tells the purge, which gives back kept empty slabs only when told. */
+ * then tells the purge, which schedules its sweep of the kept empty
+ * slabs only when told (purge.c). */
 TEST(general_path_free_says_when_its_slab_moved)
 {
 	heap();
