@@ -665,12 +665,15 @@ struct mb_theap *mb_theap_create(void)
 			all_heaps->prev = h;
 		all_heaps = h;
 		mb_lock_release(&heaps_lock);
+	} else {
+		/* Closed when its last thread exited (heap_init opened a
+		 * new one). */
+		mb_inbox_open(&h->inbox);
 	}
 	/* The thread cache's capacities, as they are now (a test changes
 	 * them between heaps); a bin not used yet gets its own when it is. */
 	for (int b = -1; (b = next_bin(h->used, b)) >= 0;)
 		mb_theap_tcache(h, used_key(b), used_class(b))->cap = mb_classes[used_class(b)].cache_cap;
-	mb_inbox_open(&h->inbox);
 	h->flushed_ms = h->aged_ms = mb_now_ms();
 	return h;
 }
