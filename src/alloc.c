@@ -242,6 +242,16 @@ __attribute__((noinline)) void mb_free_look(struct mb_slab *s)
 		slabs_moved();
 }
 
+/* What a push that freed p (r: 2 or 3, mb_theap_push) left to do to its
+ * slab s. */
+static inline void after_push(int r, struct mb_slab *s)
+{
+	if (r == 2)
+		mb_free_settle(s);
+	else if (r == 3)
+		mb_free_look(s);
+}
+
 /* What the free fast path leaves of p (not NULL) on account of h's inbox
  * (inbox.h), the calling thread's heap: posts waiting, which are taken
  * first (one of them may be p: then this free is a double free), then p
@@ -254,12 +264,10 @@ static int free_posted(struct mb_theap *h, void *p)
 			slabs_moved();
 		struct mb_slab *s;
 		int r = mb_theap_push_now(mb_self.fast, p, &s);
-		if (r == 2)
-			mb_free_settle(s);
-		else if (r == 3)
-			mb_free_look(s);
-		if (r)
+		if (r) {
+			after_push(r, s);
 			return 1;
+		}
 	}
 	struct mb_slab *s = mb_theap_slab_of(p);
 	long i = s ? mb_slab_index(s, p) : -1;
@@ -324,10 +332,8 @@ static inline void raw_free(void *p, const char *func)
 	int r = mb_theap_push(mb_self.heap, p, &s);
 	if (mb_likely(r == 1))
 		return;
-	if (r == 2)
-		mb_free_settle(s);
-	else if (r == 3)
-		mb_free_look(s);
+	if (r)
+		after_push(r, s);
 	else
 		free_slow(p, func);
 }
